@@ -1,0 +1,102 @@
+// Schema migrations: numbered SQL files embedded in the binary, applied in order, each once.
+package sqlstore
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+//go:embed migrations
+var migrationFiles embed.FS
+
+// dialect holds what differs between SQL backends.
+type dialect struct {
+	name string
+	// migrationsDir holds files named NNNN_description.sql, applied in the order of NNNN.
+	migrationsDir string
+}
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations lists the dialect's migration files in the order they apply.
+func (d *dialect) migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, d.migrationsDir)
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, e := range entries {
+		number, _, ok := strings.Cut(e.Name(), "_")
+		version, err := strconv.Atoi(number)
+		if !ok || err != nil || !strings.HasSuffix(e.Name(), ".sql") {
+			return nil, fmt.Errorf("migration file %s is not named NNNN_description.sql", e.Name())
+		}
+		body, err := fs.ReadFile(migrationFiles, path.Join(d.migrationsDir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: version, name: e.Name(), sql: string(body)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i := 1; i < len(ms); i++ {
+		if ms[i].version == ms[i-1].version {
+			return nil, fmt.Errorf("migrations %s and %s share a number", ms[i-1].name, ms[i].name)
+		}
+	}
+	return ms, nil
+}
+
+// migrate applies every migration that the database has not seen yet. Each runs in its own
+// transaction together with the row that records it, so a failed migration leaves nothing behind
+// and two processes starting at once cannot both apply it (the writer's BEGIN IMMEDIATE serialises
+// them).
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := s.dialect.migrations()
+	if err != nil {
+		return err
+	}
+	if _, err := s.writer.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY,
+		name TEXT NOT NULL,
+		applied_at INTEGER NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	for _, m := range ms {
+		if err := s.apply(ctx, m); err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) apply(ctx context.Context, m migration) error {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var applied bool
+	err = tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?)`, m.version).Scan(&applied)
+	if err != nil || applied {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+		m.version, m.name, micros(s.now())); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,95 @@
+// SQLite specifics: the file's settings, and one writer connection beside a pool of readers.
+package sqlstore
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver (pure Go, no cgo)
+)
+
+var sqliteDialect = dialect{
+	name:          "sqlite",
+	migrationsDir: "migrations/sqlite",
+}
+
+// sqliteSettings apply to every connection. WAL lets readers run while one writer writes;
+// synchronous=FULL syncs the WAL on every commit, so an acknowledged write survives a crash of the
+// process and of the machine; the busy timeout covers the rare lock taken by a checkpoint.
+var sqliteSettings = url.Values{
+	"_journal_mode": {"WAL"},
+	"_synchronous":  {"FULL"},
+	"_foreign_keys": {"1"},
+	"_busy_timeout": {"10000"},
+}
+
+// openSQLite opens a reader pool and a single writer connection on the file at path, creating its
+// folder if needed. ":memory:" gives one connection for both, since each in-memory connection would
+// otherwise be a database of its own.
+func openSQLite(path string) (reader, writer *sql.DB, err error) {
+	if path == "" {
+		return nil, nil, errors.New("empty SQLite path")
+	}
+	if path == ":memory:" {
+		db, err := sql.Open("sqlite", ":memory:?"+sqliteSettings.Encode())
+		if err != nil {
+			return nil, nil, err
+		}
+		db.SetMaxOpenConns(1)
+		db.SetConnMaxLifetime(0)
+		db.SetConnMaxIdleTime(0)
+		return db, db, nil
+	}
+	// The driver splits its settings from the path at the first '?' and treats "file:" as a URI.
+	if strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") {
+		return nil, nil, fmt.Errorf("SQLite path %q: give a plain file path, without '?' or a file: prefix", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, nil, fmt.Errorf("create folder for %s: %w", path, err)
+	}
+
+	writerSettings := cloneValues(sqliteSettings)
+	// BEGIN IMMEDIATE takes the write lock at the start of a transaction, so a transaction that
+	// reads before it writes can never fail to upgrade its lock.
+	writerSettings.Set("_txlock", "immediate")
+	writer, err = sql.Open("sqlite", path+"?"+writerSettings.Encode())
+	if err != nil {
+		return nil, nil, err
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+
+	readerSettings := cloneValues(sqliteSettings)
+	readerSettings.Set("_query_only", "1")
+	reader, err = sql.Open("sqlite", path+"?"+readerSettings.Encode())
+	if err != nil {
+		writer.Close()
+		return nil, nil, err
+	}
+	readers := max(4, runtime.GOMAXPROCS(0))
+	reader.SetMaxOpenConns(readers)
+	reader.SetMaxIdleConns(readers)
+
+	// Open the writer first, so that the file exists and is in WAL mode before a reader opens it.
+	if err := writer.Ping(); err != nil {
+		writer.Close()
+		reader.Close()
+		return nil, nil, fmt.Errorf("open SQLite file %s: %w", path, err)
+	}
+	return reader, writer, nil
+}
+
+func cloneValues(v url.Values) url.Values {
+	c := make(url.Values, len(v))
+	for k, vs := range v {
+		c[k] = append([]string(nil), vs...)
+	}
+	return c
+}
