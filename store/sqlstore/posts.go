@@ -31,7 +31,7 @@ func (s *Store) ListPosts(ctx context.Context, userID int32, offset int64, limit
 			return fmt.Errorf("find user %d: %w", userID, err)
 		}
 		if !exists {
-			return fmt.Errorf("user %d: %w", userID, store.ErrNotFound)
+			return fmt.Errorf("user %d %w", userID, store.ErrNotFound)
 		}
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM posts WHERE user_id = ?`, userID).Scan(&page.Total); err != nil {
 			return fmt.Errorf("count posts of user %d: %w", userID, err)
@@ -56,7 +56,7 @@ func (s *Store) CreatePost(ctx context.Context, userID int32, np store.NewPost) 
 		userID, np.Title, np.Body, micros(s.now()), userID)
 	p, err := scanPost(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return store.Post{}, fmt.Errorf("user %d: %w", userID, store.ErrNotFound)
+		return store.Post{}, fmt.Errorf("user %d %w", userID, store.ErrNotFound)
 	}
 	if err != nil {
 		return store.Post{}, fmt.Errorf("insert post for user %d: %w", userID, err)

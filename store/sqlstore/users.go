@@ -27,7 +27,7 @@ func scanUser(row scanner) (store.User, error) {
 func userResult(row *sql.Row, id int32) (store.User, error) {
 	u, err := scanUser(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return store.User{}, fmt.Errorf("user %d: %w", id, store.ErrNotFound)
+		return store.User{}, fmt.Errorf("user %d %w", id, store.ErrNotFound)
 	}
 	return u, err
 }
@@ -127,7 +127,7 @@ func (s *Store) DeleteUser(ctx context.Context, id int32) error {
 		return fmt.Errorf("delete user %d: %w", id, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("user %d: %w", id, store.ErrNotFound)
+		return fmt.Errorf("user %d %w", id, store.ErrNotFound)
 	}
 	return nil
 }

@@ -1,0 +1,47 @@
+// Conversions from stored records to the wire messages.
+package handlers
+
+import (
+	"strconv"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	usersv1 "usersd/gen/users/v1"
+	"usersd/store"
+)
+
+// etag is the user's strong entity tag (RFC 9110), quotes included: it is derived from the version,
+// which grows on every write, so it changes on every write.
+func etag(u store.User) string {
+	return `"` + strconv.FormatInt(u.Version, 10) + `"`
+}
+
+func userToProto(u store.User) *usersv1.User {
+	return &usersv1.User{
+		Id:        u.ID,
+		Name:      u.Name,
+		Role:      u.Role,
+		CreatedAt: timestamppb.New(u.CreatedAt),
+		UpdatedAt: timestamppb.New(u.UpdatedAt),
+		Etag:      etag(u),
+	}
+}
+
+func postToProto(p store.Post) *usersv1.Post {
+	return &usersv1.Post{
+		Id:        p.ID,
+		UserId:    p.UserID,
+		Title:     p.Title,
+		Body:      p.Body,
+		CreatedAt: timestamppb.New(p.CreatedAt),
+	}
+}
+
+// mapSlice applies f to every element of in.
+func mapSlice[T, U any](in []T, f func(T) U) []U {
+	out := make([]U, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
+}

@@ -1,0 +1,100 @@
+// Package handlers is the HTTP face of usersd: one http.Handler that serves gRPC, gRPC-Web, Connect,
+// REST and static files, all backed by one implementation of the Users service.
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"connectrpc.com/connect"
+
+	"usersd/store"
+)
+
+// DefaultMaxBodyBytes caps request bodies when Config.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Config is what the service's handler depends on.
+type Config struct {
+	Store  store.Store
+	Keys   *APIKeys // keys that may write; at least one
+	Logger *slog.Logger
+	// MaxBodyBytes caps every request body, REST and RPC alike; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// deps is what the routes are built from.
+type deps struct {
+	store        store.Store
+	users        *Users
+	keys         *APIKeys
+	errs         *errorWriter
+	logger       *slog.Logger
+	maxBodyBytes int64
+}
+
+// New returns the handler of the whole service.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Store == nil || cfg.Logger == nil {
+		return nil, errors.New("handlers.New needs a store and a logger")
+	}
+	if cfg.Keys == nil || cfg.Keys.Len() == 0 {
+		return nil, errors.New("handlers.New needs at least one API key: there is never an unauthenticated write path")
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	errs := &errorWriter{logger: cfg.Logger, rpc: connect.NewErrorWriter(), isRPC: isRPCPath}
+	mux := http.NewServeMux()
+	err := addRoutes(mux, deps{
+		store:        cfg.Store,
+		users:        NewUsers(cfg.Store),
+		keys:         cfg.Keys,
+		errs:         errs,
+		logger:       cfg.Logger,
+		maxBodyBytes: cfg.MaxBodyBytes,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("routes: %w", err)
+	}
+	var h http.Handler = withJSONMisses(mux, errs)
+	h = withBodyLimit(cfg.MaxBodyBytes, h)
+	h = withRecover(cfg.Logger, errs, h)
+	h = withAccessLog(cfg.Logger, h)
+	return withRequestID(h), nil
+}
+
+// withJSONMisses answers the requests that no route serves with the service's JSON errors instead of
+// the mux's plain text: 404 for a path that no route serves, 405 (with Allow) for a known path asked
+// with another method.
+func withJSONMisses(mux *http.ServeMux, errs *errorWriter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		// Let the mux decide between 404 and 405 into a recorder, to learn its status and Allow.
+		miss := &missRecorder{header: http.Header{}}
+		mux.ServeHTTP(miss, r)
+		if miss.status == http.StatusMethodNotAllowed {
+			allow := miss.header.Get("Allow")
+			w.Header().Set("Allow", allow)
+			errs.write(w, r, &httpError{http.StatusMethodNotAllowed,
+				fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow)})
+			return
+		}
+		errs.write(w, r, connect.NewError(connect.CodeNotFound, fmt.Errorf("no route for %s", r.URL.Path)))
+	})
+}
+
+// missRecorder keeps the status and headers of the mux's own 404 or 405 answer and drops its body.
+type missRecorder struct {
+	header http.Header
+	status int
+}
+
+func (m *missRecorder) Header() http.Header         { return m.header }
+func (m *missRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (m *missRecorder) WriteHeader(status int)      { m.status = status }

@@ -1,0 +1,55 @@
+// JSON merge patch (RFC 7396) for users: a patch becomes the user and update mask of UpdateUser.
+package handlers
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	usersv1 "usersd/gen/users/v1"
+)
+
+// mergePatch reads a merge patch of a user. Every member it names goes into the mask: a value sets
+// the field, null removes it (for role: the user has no role then). A user's fields are all scalars,
+// so merging is member by member. The mask is never nil, so an empty patch changes nothing.
+func mergePatch(body []byte) (*usersv1.User, *fieldmaskpb.FieldMask, error) {
+	user := &usersv1.User{}
+	// The strict codec checks types, unknown and repeated members, and that the patch is an object
+	// (a patch of another JSON type would replace the user with something that is not a user).
+	if err := unmarshalJSON(body, user); err != nil {
+		return nil, nil, invalidArgument("%v", err)
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(body, &members); err != nil {
+		return nil, nil, fmt.Errorf("re-read a merge patch that protojson accepted: %w", err)
+	}
+	fields := user.ProtoReflect().Descriptor().Fields()
+	mask := &fieldmaskpb.FieldMask{Paths: []string{}}
+	for member, value := range members {
+		field := fieldByJSONMember(fields, member)
+		if field == nil {
+			return nil, nil, fmt.Errorf("merge patch member %q accepted by protojson but not found", member)
+		}
+		name := string(field.Name())
+		if outputOnlyUserFields[name] {
+			continue // ignored, as in every body; a conflicting id is still refused by UpdateUser
+		}
+		if string(value) == "null" && name == "name" {
+			return nil, nil, invalidArgument("name cannot be removed: it is required")
+		}
+		mask.Paths = append(mask.Paths, name)
+	}
+	slices.Sort(mask.Paths)
+	return user, mask, nil
+}
+
+// fieldByJSONMember finds a field the way protojson does: by its JSON name or its proto name.
+func fieldByJSONMember(fields protoreflect.FieldDescriptors, member string) protoreflect.FieldDescriptor {
+	if f := fields.ByJSONName(member); f != nil {
+		return f
+	}
+	return fields.ByTextName(member)
+}

@@ -1,0 +1,135 @@
+// Middleware that every request passes through: request id, access log, the final error handler
+// (recover) and the body limit.
+package handlers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+)
+
+type requestIDKey struct{}
+
+// requestID returns the id of the request that ctx belongs to, or "" outside a request.
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// withRequestID gives every request an id, taken from X-Request-Id when a proxy in front of us set a
+// sane one, and echoes it in the response so that a client can quote it.
+func withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !isSafeRequestID(id) {
+			var b [12]byte
+			rand.Read(b[:]) // never fails (crypto/rand documents that it crashes the program instead)
+			id = hex.EncodeToString(b[:])
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+	})
+}
+
+// isSafeRequestID accepts ids that cannot forge log lines or headers: short, letters, digits, -_.
+func isSafeRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// statusRecorder remembers the status and size of a response for the access log, and whether the
+// header has gone out, for the final error handler.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (s *statusRecorder) WriteHeader(status int) {
+	if s.status == 0 {
+		s.status = status
+	}
+	s.ResponseWriter.WriteHeader(status)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += int64(n)
+	return n, err
+}
+
+// Flush is needed by streaming RPCs (reflection); Unwrap lets http.ResponseController reach the
+// connection's own writer.
+func (s *statusRecorder) Flush() {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	http.NewResponseController(s.ResponseWriter).Flush()
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// withAccessLog logs one line a request, after it is answered.
+func withAccessLog(logger *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		logger.InfoContext(r.Context(), "request",
+			"request_id", requestID(r.Context()),
+			"method", r.Method,
+			"path", r.URL.Path,
+			"proto", r.Proto,
+			"status", rec.status,
+			"bytes", rec.bytes,
+			"duration_ms", float64(time.Since(start).Microseconds())/1000,
+		)
+	})
+}
+
+// withRecover is the final error handler: a panic anywhere below it is logged with its stack and the
+// request id and answered with a fixed internal error, in the request's own protocol.
+func withRecover(logger *slog.Logger, errs *errorWriter, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p == http.ErrAbortHandler {
+				panic(p) // net/http's way of aborting a response on purpose
+			}
+			fault := fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+			if rec, ok := w.(*statusRecorder); ok && rec.status != 0 {
+				logger.ErrorContext(r.Context(), "panic after the response began", "request_id", requestID(r.Context()), "error", fault)
+				panic(http.ErrAbortHandler) // too late for an error answer: cut the response off
+			}
+			errs.write(w, r, fault) // logs the fault and answers with the fixed internal error
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withBodyLimit caps every request body. A REST handler that reads past the cap answers 413; connect
+// turns the same error into resource_exhausted.
+func withBodyLimit(limit int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		next.ServeHTTP(w, r)
+	})
+}

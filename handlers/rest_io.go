@@ -1,0 +1,99 @@
+// Reading and writing REST bodies: media types, the body limit, and protojson through the one codec.
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+)
+
+const (
+	mediaTypeJSON       = "application/json"
+	mediaTypeMergePatch = "application/merge-patch+json"
+)
+
+// restFunc is a REST handler that returns its error instead of writing it, so that every error goes
+// through the one error writer.
+type restFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (errs *errorWriter) rest(fn restFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			errs.write(w, r, err)
+		}
+	})
+}
+
+// readBody reads a request body whose Content-Type is one of accepted (parameters such as charset
+// aside): 415 for another type, 413 past the body limit.
+func readBody(r *http.Request, accepted ...string) ([]byte, error) {
+	header := r.Header.Get("Content-Type")
+	mediaType, params, err := mime.ParseMediaType(header)
+	if err != nil || !slices.Contains(accepted, mediaType) {
+		return nil, &httpError{http.StatusUnsupportedMediaType,
+			fmt.Sprintf("Content-Type must be %s, got %q", strings.Join(accepted, " or "), header)}
+	}
+	if charset, ok := params["charset"]; ok && !strings.EqualFold(charset, "utf-8") {
+		return nil, &httpError{http.StatusUnsupportedMediaType, fmt.Sprintf("JSON must be UTF-8, got charset %q", charset)}
+	}
+	body, err := io.ReadAll(r.Body)
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", tooLarge.Limit)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	return body, nil
+}
+
+// decodeBody reads a JSON body into m with the service's strict protojson codec.
+func decodeBody(r *http.Request, m proto.Message) error {
+	body, err := readBody(r, mediaTypeJSON)
+	if err != nil {
+		return err
+	}
+	if err := unmarshalJSON(body, m); err != nil {
+		return invalidArgument("%v", err)
+	}
+	return nil
+}
+
+// writeMessage answers with the protojson form of m.
+func writeMessage(w http.ResponseWriter, status int, m proto.Message) error {
+	body, err := marshalJSON(m)
+	if err != nil {
+		return fmt.Errorf("encode %T: %w", m, err)
+	}
+	writeJSONBytes(w, status, body)
+	return nil
+}
+
+// writeList answers with a JSON array of the protojson form of each item.
+func writeList[M proto.Message](w http.ResponseWriter, items []M) error {
+	body := []byte{'['}
+	for i, item := range items {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		encoded, err := marshalJSON(item)
+		if err != nil {
+			return fmt.Errorf("encode %T: %w", item, err)
+		}
+		body = append(body, encoded...)
+	}
+	writeJSONBytes(w, http.StatusOK, append(body, ']'))
+	return nil
+}
+
+func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", mediaTypeJSON)
+	w.WriteHeader(status)
+	w.Write(body)
+}

@@ -1,0 +1,53 @@
+// REST adapters for /users/{id}/posts.
+package handlers
+
+import (
+	"net/http"
+
+	usersv1 "usersd/gen/users/v1"
+)
+
+func listPostsREST(users *Users, errs *errorWriter) http.Handler {
+	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
+		userID, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		q, err := parseCollectionQuery(r, "page", "limit")
+		if err != nil {
+			return err
+		}
+		page, err := q.positive("page")
+		if err != nil {
+			return err
+		}
+		limit, err := q.positive("limit")
+		if err != nil {
+			return err
+		}
+		res, err := users.ListUserPosts(r.Context(), &usersv1.ListUserPostsRequest{UserId: userID, Page: page, Limit: limit})
+		if err != nil {
+			return err
+		}
+		setPagingHeaders(w, r, q, page, limit, res.GetTotalCount())
+		return writeList(w, res.GetPosts())
+	})
+}
+
+func createPostREST(users *Users, errs *errorWriter) http.Handler {
+	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
+		userID, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		post := &usersv1.Post{}
+		if err := decodeBody(r, post); err != nil {
+			return err
+		}
+		res, err := users.CreateUserPost(r.Context(), &usersv1.CreateUserPostRequest{UserId: userID, Post: post})
+		if err != nil {
+			return err
+		}
+		return writeMessage(w, http.StatusCreated, res.GetPost())
+	})
+}

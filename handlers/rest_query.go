@@ -1,0 +1,76 @@
+// The REST collection query (SPEC.md section 3.1): strict parameter parsing, and paging metadata in
+// the X-Total-Count and Link headers.
+package handlers
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// collectionQuery is a parsed query string: only known parameters, each at most once.
+type collectionQuery struct {
+	values url.Values // as sent, kept for the Link header
+}
+
+// parseCollectionQuery rejects anything but the allowed parameters, so that a typo such as "sortt"
+// cannot pass unnoticed, and any parameter given twice, since only one value could be used.
+func parseCollectionQuery(r *http.Request, allowed ...string) (collectionQuery, error) {
+	values, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return collectionQuery{}, invalidArgument("malformed query string: %v", err)
+	}
+	for name, vs := range values {
+		if !slices.Contains(allowed, name) {
+			return collectionQuery{}, invalidArgument("unknown query parameter %q; allowed: %s", name, strings.Join(allowed, ", "))
+		}
+		if len(vs) > 1 {
+			return collectionQuery{}, invalidArgument("query parameter %q is given %d times; give it once", name, len(vs))
+		}
+	}
+	return collectionQuery{values: values}, nil
+}
+
+// text returns a parameter's value; absent and empty are the same.
+func (q collectionQuery) text(name string) string { return q.values.Get(name) }
+
+// positive returns a parameter that must be a positive integer, or 0 when it is absent or empty.
+func (q collectionQuery) positive(name string) (int32, error) {
+	v := q.values.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n <= 0 {
+		return 0, invalidArgument("%s must be a positive integer up to %d, got %q", name, int32(^uint32(0)>>1), v)
+	}
+	return int32(n), nil
+}
+
+// setPagingHeaders sets X-Total-Count and a Link header (RFC 8288) with first, prev, next and last
+// pages as relative references that keep every other parameter of the request.
+func setPagingHeaders(w http.ResponseWriter, r *http.Request, q collectionQuery, page, limit, total int32) {
+	page, limit = effectivePaging(page, limit)
+	last := max(1, (total+limit-1)/limit)
+	link := func(n int32, rel string) string {
+		values := url.Values{}
+		for k, v := range q.values {
+			values[k] = v
+		}
+		values.Set("page", strconv.Itoa(int(n)))
+		return fmt.Sprintf(`<%s?%s>; rel="%s"`, r.URL.Path, values.Encode(), rel)
+	}
+	links := []string{link(1, "first")}
+	if page > 1 {
+		links = append(links, link(min(page-1, last), "prev"))
+	}
+	if page < last {
+		links = append(links, link(page+1, "next"))
+	}
+	links = append(links, link(last, "last"))
+	w.Header().Set("X-Total-Count", strconv.Itoa(int(total)))
+	w.Header().Set("Link", strings.Join(links, ", "))
+}

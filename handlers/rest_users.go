@@ -1,0 +1,134 @@
+// REST adapters for /users and /users/{id}: each turns an HTTP request into the request message of
+// the matching RPC, calls the one Users implementation, and turns its answer into status and headers.
+package handlers
+
+import (
+	"net/http"
+	"strconv"
+
+	usersv1 "usersd/gen/users/v1"
+)
+
+func listUsersREST(users *Users, errs *errorWriter) http.Handler {
+	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
+		q, err := parseCollectionQuery(r, "role", "sort", "page", "limit")
+		if err != nil {
+			return err
+		}
+		page, err := q.positive("page")
+		if err != nil {
+			return err
+		}
+		limit, err := q.positive("limit")
+		if err != nil {
+			return err
+		}
+		res, err := users.ListUsers(r.Context(), &usersv1.ListUsersRequest{
+			Role: q.text("role"), Sort: q.text("sort"), Page: page, Limit: limit,
+		})
+		if err != nil {
+			return err
+		}
+		setPagingHeaders(w, r, q, page, limit, res.GetTotalCount())
+		return writeList(w, res.GetUsers())
+	})
+}
+
+func createUserREST(users *Users, errs *errorWriter) http.Handler {
+	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
+		user := &usersv1.User{}
+		if err := decodeBody(r, user); err != nil {
+			return err
+		}
+		res, err := users.CreateUser(r.Context(), &usersv1.CreateUserRequest{User: user})
+		if err != nil {
+			return err
+		}
+		w.Header().Set("Location", "/users/"+strconv.Itoa(int(res.GetUser().GetId())))
+		return writeUser(w, http.StatusCreated, res.GetUser())
+	})
+}
+
+func getUserREST(users *Users, errs *errorWriter) http.Handler {
+	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		user, err := users.GetUser(r.Context(), &usersv1.GetUserRequest{Id: id})
+		if err != nil {
+			return err
+		}
+		return writeUser(w, http.StatusOK, user)
+	})
+}
+
+func replaceUserREST(users *Users, errs *errorWriter) http.Handler {
+	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		user := &usersv1.User{}
+		if err := decodeBody(r, user); err != nil {
+			return err
+		}
+		res, err := users.ReplaceUser(r.Context(), &usersv1.ReplaceUserRequest{Id: id, User: user})
+		if err != nil {
+			return err
+		}
+		return writeUser(w, http.StatusOK, res.GetUser())
+	})
+}
+
+func updateUserREST(users *Users, errs *errorWriter) http.Handler {
+	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		body, err := readBody(r, mediaTypeMergePatch, mediaTypeJSON)
+		if err != nil {
+			return err
+		}
+		user, mask, err := mergePatch(body)
+		if err != nil {
+			return err
+		}
+		res, err := users.UpdateUser(r.Context(), &usersv1.UpdateUserRequest{Id: id, User: user, UpdateMask: mask})
+		if err != nil {
+			return err
+		}
+		return writeUser(w, http.StatusOK, res.GetUser())
+	})
+}
+
+func deleteUserREST(users *Users, errs *errorWriter) http.Handler {
+	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		if _, err := users.DeleteUser(r.Context(), &usersv1.DeleteUserRequest{Id: id}); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+}
+
+// writeUser answers with one user and its entity tag.
+func writeUser(w http.ResponseWriter, status int, user *usersv1.User) error {
+	w.Header().Set("ETag", user.GetEtag())
+	return writeMessage(w, status, user)
+}
+
+// pathID reads a path segment that must be a positive int32.
+func pathID(r *http.Request, name string) (int32, error) {
+	text := r.PathValue(name)
+	id, err := strconv.ParseInt(text, 10, 32)
+	if err != nil || id <= 0 {
+		return 0, invalidArgument("%s must be a positive integer up to %d, got %q", name, int32(^uint32(0)>>1), text)
+	}
+	return int32(id), nil
+}

@@ -1,0 +1,88 @@
+// The service's own routes beside the users resource: health, request introspection, echo, a
+// protected example, and a route that always fails (to prove the final error handler).
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"usersd/store"
+)
+
+// healthTimeout bounds the store ping of a health check, so a hung database reads as unhealthy
+// instead of hanging the load balancer's probe.
+const healthTimeout = 2 * time.Second
+
+// healthREST answers exactly {"ok":true} while the store answers, and 503 {"ok":false} otherwise.
+func healthREST(s store.Store) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+		defer cancel()
+		w.Header().Set("Cache-Control", "no-store")
+		if err := s.Ping(ctx); err != nil {
+			writeJSONBytes(w, http.StatusServiceUnavailable, []byte(`{"ok":false}`))
+			return
+		}
+		writeJSONBytes(w, http.StatusOK, []byte(`{"ok":true}`))
+	})
+}
+
+// redactedHeaders carry credentials; /info shows that they are there, never their values.
+var redactedHeaders = map[string]bool{"x-api-key": true, "authorization": true, "proxy-authorization": true, "cookie": true}
+
+// infoREST describes the request as the server received it.
+func infoREST(errs *errorWriter) http.Handler {
+	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
+		headers := map[string]string{"host": r.Host} // Go keeps Host apart from the other headers
+		for name, values := range r.Header {
+			name = strings.ToLower(name)
+			if redactedHeaders[name] {
+				headers[name] = "[redacted]"
+			} else {
+				headers[name] = strings.Join(values, ", ")
+			}
+		}
+		return writeJSON(w, http.StatusOK, map[string]any{"method": r.Method, "path": r.URL.Path, "headers": headers})
+	})
+}
+
+// echoREST answers with the JSON it was sent; it changes nothing, so it needs no key.
+func echoREST(errs *errorWriter) http.Handler {
+	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
+		body, err := readBody(r, mediaTypeJSON)
+		if err != nil {
+			return err
+		}
+		if !json.Valid(body) {
+			return invalidArgument("the body is not valid JSON")
+		}
+		return writeJSON(w, http.StatusOK, map[string]json.RawMessage{"youSent": body})
+	})
+}
+
+// privateREST is reached only with a valid key (see routes.go).
+func privateREST(errs *errorWriter) http.Handler {
+	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
+		return writeJSON(w, http.StatusOK, map[string]int{"secretData": 42})
+	})
+}
+
+// boomREST always fails, to show that a fault is logged and answered with the fixed 500 body.
+func boomREST() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		panic("boom: this route fails on purpose")
+	})
+}
+
+// writeJSON answers with v encoded by encoding/json, for bodies that are not proto messages.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	writeJSONBytes(w, status, body)
+	return nil
+}

@@ -1,0 +1,178 @@
+// The one implementation of the Users service: validation, paging and the store calls. RPCs reach it
+// through connect-go; REST routes adapt HTTP requests to the same methods.
+package handlers
+
+import (
+	"context"
+
+	usersv1 "usersd/gen/users/v1"
+	"usersd/gen/users/v1/usersv1connect"
+	"usersd/store"
+)
+
+// Users implements the users.v1.Users service on a store.
+type Users struct {
+	store store.Store
+}
+
+var _ usersv1connect.UsersHandler = (*Users)(nil)
+
+// NewUsers returns the Users service on s.
+func NewUsers(s store.Store) *Users {
+	return &Users{store: s}
+}
+
+// GetUser returns one user.
+func (u *Users) GetUser(ctx context.Context, req *usersv1.GetUserRequest) (*usersv1.User, error) {
+	if err := checkID("id", req.GetId()); err != nil {
+		return nil, err
+	}
+	user, err := u.store.GetUser(ctx, req.GetId())
+	if err != nil {
+		return nil, fromStore(err)
+	}
+	return userToProto(user), nil
+}
+
+// ListUsers returns one page of users and the number of matches.
+func (u *Users) ListUsers(ctx context.Context, req *usersv1.ListUsersRequest) (*usersv1.ListUsersResponse, error) {
+	sort, err := parseSort(req.GetSort())
+	if err != nil {
+		return nil, err
+	}
+	offset, limit, err := pageBounds(req.GetPage(), req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	page, err := u.store.ListUsers(ctx, store.UserQuery{Role: req.GetRole(), Sort: sort, Offset: offset, Limit: limit})
+	if err != nil {
+		return nil, fromStore(err)
+	}
+	return &usersv1.ListUsersResponse{Users: mapSlice(page.Items, userToProto), TotalCount: clampInt32(page.Total)}, nil
+}
+
+// CreateUser creates a user from the writable fields of req.user.
+func (u *Users) CreateUser(ctx context.Context, req *usersv1.CreateUserRequest) (*usersv1.CreateUserResponse, error) {
+	if req.GetUser() == nil {
+		return nil, invalidArgument("user is required")
+	}
+	if err := checkUserFields(req.GetUser()); err != nil {
+		return nil, err
+	}
+	user, err := u.store.CreateUser(ctx, store.NewUser{Name: req.GetUser().GetName(), Role: req.GetUser().GetRole()})
+	if err != nil {
+		return nil, fromStore(err)
+	}
+	return &usersv1.CreateUserResponse{User: userToProto(user)}, nil
+}
+
+// ReplaceUser sets every writable field; a role left empty is cleared.
+func (u *Users) ReplaceUser(ctx context.Context, req *usersv1.ReplaceUserRequest) (*usersv1.ReplaceUserResponse, error) {
+	if err := checkID("id", req.GetId()); err != nil {
+		return nil, err
+	}
+	if req.GetUser() == nil {
+		return nil, invalidArgument("user is required")
+	}
+	if err := checkBodyID("user.id", req.GetUser().GetId(), req.GetId()); err != nil {
+		return nil, err
+	}
+	if err := checkUserFields(req.GetUser()); err != nil {
+		return nil, err
+	}
+	name, role := req.GetUser().GetName(), req.GetUser().GetRole()
+	user, err := u.store.UpdateUser(ctx, req.GetId(), store.UserChanges{Name: &name, Role: &role})
+	if err != nil {
+		return nil, fromStore(err)
+	}
+	return &usersv1.ReplaceUserResponse{User: userToProto(user)}, nil
+}
+
+// UpdateUser sets the fields that the update mask names (AIP-134).
+func (u *Users) UpdateUser(ctx context.Context, req *usersv1.UpdateUserRequest) (*usersv1.UpdateUserResponse, error) {
+	if err := checkID("id", req.GetId()); err != nil {
+		return nil, err
+	}
+	if err := checkBodyID("user.id", req.GetUser().GetId(), req.GetId()); err != nil {
+		return nil, err
+	}
+	changes, err := userChanges(req.GetUser(), req.GetUpdateMask())
+	if err != nil {
+		return nil, err
+	}
+	var user store.User
+	if changes == (store.UserChanges{}) {
+		user, err = u.store.GetUser(ctx, req.GetId()) // nothing to change: no write, no new etag
+	} else {
+		user, err = u.store.UpdateUser(ctx, req.GetId(), changes)
+	}
+	if err != nil {
+		return nil, fromStore(err)
+	}
+	return &usersv1.UpdateUserResponse{User: userToProto(user)}, nil
+}
+
+// DeleteUser deletes a user and the user's posts.
+func (u *Users) DeleteUser(ctx context.Context, req *usersv1.DeleteUserRequest) (*usersv1.DeleteUserResponse, error) {
+	if err := checkID("id", req.GetId()); err != nil {
+		return nil, err
+	}
+	if err := u.store.DeleteUser(ctx, req.GetId()); err != nil {
+		return nil, fromStore(err)
+	}
+	return &usersv1.DeleteUserResponse{}, nil
+}
+
+// ListUserPosts returns one page of a user's posts, by id ascending.
+func (u *Users) ListUserPosts(ctx context.Context, req *usersv1.ListUserPostsRequest) (*usersv1.ListUserPostsResponse, error) {
+	if err := checkID("user_id", req.GetUserId()); err != nil {
+		return nil, err
+	}
+	offset, limit, err := pageBounds(req.GetPage(), req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	page, err := u.store.ListPosts(ctx, req.GetUserId(), offset, limit)
+	if err != nil {
+		return nil, fromStore(err)
+	}
+	return &usersv1.ListUserPostsResponse{Posts: mapSlice(page.Items, postToProto), TotalCount: clampInt32(page.Total)}, nil
+}
+
+// CreateUserPost adds a post to an existing user.
+func (u *Users) CreateUserPost(ctx context.Context, req *usersv1.CreateUserPostRequest) (*usersv1.CreateUserPostResponse, error) {
+	if err := checkID("user_id", req.GetUserId()); err != nil {
+		return nil, err
+	}
+	p := req.GetPost()
+	if p == nil {
+		return nil, invalidArgument("post is required")
+	}
+	if err := checkBodyID("post.user_id", p.GetUserId(), req.GetUserId()); err != nil {
+		return nil, err
+	}
+	if err := checkRequiredText("title", p.GetTitle(), maxTitleLength); err != nil {
+		return nil, err
+	}
+	if err := checkText("body", p.GetBody(), maxBodyLength); err != nil {
+		return nil, err
+	}
+	post, err := u.store.CreatePost(ctx, req.GetUserId(), store.NewPost{Title: p.GetTitle(), Body: p.GetBody()})
+	if err != nil {
+		return nil, fromStore(err)
+	}
+	return &usersv1.CreateUserPostResponse{Post: postToProto(post)}, nil
+}
+
+// checkUserFields checks the writable fields of a user that is created or replaced.
+func checkUserFields(user *usersv1.User) error {
+	if err := checkRequiredText("name", user.GetName(), maxNameLength); err != nil {
+		return err
+	}
+	return checkLine("role", user.GetRole(), maxRoleLength)
+}
+
+// clampInt32 fits a count into the int32 of the wire messages.
+func clampInt32(n int64) int32 {
+	return int32(min(n, int64(^uint32(0)>>1)))
+}

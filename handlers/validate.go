@@ -1,0 +1,121 @@
+// Input rules shared by every RPC and so by every REST route: ids, text fields, paging and sorting.
+package handlers
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"usersd/store"
+)
+
+// Limits on text fields, in characters. They keep one record small enough that a page of 100 is a
+// reasonable answer, and are documented on the proto fields.
+const (
+	maxNameLength  = 200
+	maxRoleLength  = 64
+	maxTitleLength = 200
+	maxBodyLength  = 10_000
+)
+
+// Paging defaults of SPEC.md section 3.1.
+const (
+	defaultLimit = 20
+	maxLimit     = 100
+)
+
+// checkID rejects ids that can never exist: ids are positive.
+func checkID(field string, id int32) error {
+	if id <= 0 {
+		return invalidArgument("%s must be a positive integer, got %d", field, id)
+	}
+	return nil
+}
+
+// checkBodyID enforces that an id repeated in a body (output-only there) agrees with the target.
+func checkBodyID(field string, got, want int32) error {
+	if got != 0 && got != want {
+		return invalidArgument("%s %d in the body does not match %d in the request; leave it out or make it equal", field, got, want)
+	}
+	return nil
+}
+
+// checkRequiredText checks a required single-line text field: present, not only spaces, not too long.
+func checkRequiredText(field, value string, maxLength int) error {
+	if strings.TrimSpace(value) == "" {
+		return invalidArgument("%s is required", field)
+	}
+	return checkLine(field, value, maxLength)
+}
+
+// checkLine checks an optional single-line text field: no control characters, not too long.
+func checkLine(field, value string, maxLength int) error {
+	if n := utf8.RuneCountInString(value); n > maxLength {
+		return invalidArgument("%s is %d characters long; at most %d are allowed", field, n, maxLength)
+	}
+	if strings.ContainsFunc(value, unicode.IsControl) {
+		return invalidArgument("%s must not contain control characters", field)
+	}
+	return nil
+}
+
+// checkText checks a multi-line text field: line breaks and tabs are fine, other control characters not.
+func checkText(field, value string, maxLength int) error {
+	if n := utf8.RuneCountInString(value); n > maxLength {
+		return invalidArgument("%s is %d characters long; at most %d are allowed", field, n, maxLength)
+	}
+	if strings.ContainsFunc(value, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' }) {
+		return invalidArgument("%s must not contain control characters other than line breaks and tabs", field)
+	}
+	return nil
+}
+
+// pageBounds turns a page and limit (0 meaning the default) into an offset and an effective limit.
+func pageBounds(page, limit int32) (offset int64, effectiveLimit int, err error) {
+	if page < 0 {
+		return 0, 0, invalidArgument("page must be a positive integer, got %d", page)
+	}
+	if limit < 0 {
+		return 0, 0, invalidArgument("limit must be a positive integer, got %d", limit)
+	}
+	page, limit = effectivePaging(page, limit)
+	return int64(page-1) * int64(limit), int(limit), nil
+}
+
+// effectivePaging applies the defaults to a page and limit that are not negative.
+func effectivePaging(page, limit int32) (int32, int32) {
+	if page == 0 {
+		page = 1
+	}
+	switch {
+	case limit == 0:
+		limit = defaultLimit
+	case limit > maxLimit:
+		limit = maxLimit
+	}
+	return page, limit
+}
+
+// parseSort reads a sort expression such as "role,-createdAt": attributes separated by commas, each
+// with an optional leading "-" for descending order, none repeated.
+func parseSort(expr string) ([]store.SortKey, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	var keys []store.SortKey
+	seen := map[store.SortField]bool{}
+	for term := range strings.SplitSeq(expr, ",") {
+		key := store.SortKey{Field: store.SortField(strings.TrimPrefix(term, "-")), Descending: strings.HasPrefix(term, "-")}
+		switch key.Field {
+		case store.SortByID, store.SortByName, store.SortByRole, store.SortByCreatedAt:
+		default:
+			return nil, invalidArgument("sort: cannot sort by %q; use id, name, role or createdAt, with a leading - for descending order", term)
+		}
+		if seen[key.Field] {
+			return nil, invalidArgument("sort: %s appears more than once", key.Field)
+		}
+		seen[key.Field] = true
+		keys = append(keys, key)
+	}
+	return keys, nil
+}
