@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestServiceRoutes(t *testing.T) {
+	s := startServer(t)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			c := tr.client
+
+			t.Run("health answers exactly ok true", func(t *testing.T) {
+				res := s.do(t, c, request{method: "GET", path: "/health"})
+				if res.status != 200 || string(res.body) != `{"ok":true}` {
+					t.Fatalf("%d %s", res.status, res.body)
+				}
+			})
+
+			t.Run("info describes the request and redacts credentials", func(t *testing.T) {
+				res := s.do(t, c, request{method: "GET", path: "/info?x=1", header: map[string]string{
+					"X-Api-Key": "secret-1", "Authorization": "Bearer secret-2", "Proxy-Authorization": "Basic secret-3",
+					"Cookie": "session=secret-4", "X-Custom": "visible",
+				}})
+				if strings.Contains(string(res.body), "secret") {
+					t.Fatalf("a credential leaked: %s", res.body)
+				}
+				var info struct {
+					Method  string            `json:"method"`
+					Path    string            `json:"path"`
+					Headers map[string]string `json:"headers"`
+				}
+				if err := json.Unmarshal(res.body, &info); err != nil {
+					t.Fatal(err)
+				}
+				if info.Method != "GET" || info.Path != "/info" || info.Headers["x-custom"] != "visible" || info.Headers["host"] == "" {
+					t.Fatalf("info %+v", info)
+				}
+				for _, name := range []string{"x-api-key", "authorization", "proxy-authorization", "cookie"} {
+					if info.Headers[name] != "[redacted]" {
+						t.Errorf("header %s is %q, want [redacted]", name, info.Headers[name])
+					}
+				}
+			})
+
+			t.Run("info joins several values of one header", func(t *testing.T) {
+				r, _ := http.NewRequest("GET", s.baseURL+"/info", nil)
+				r.Header.Add("X-Multi", "a")
+				r.Header.Add("X-Multi", "b")
+				res, err := c.Do(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				var info struct{ Headers map[string]string }
+				json.NewDecoder(res.Body).Decode(&info)
+				if info.Headers["x-multi"] != "a, b" {
+					t.Fatalf("x-multi %q, want \"a, b\"", info.Headers["x-multi"])
+				}
+			})
+
+			t.Run("echo sends back any JSON without a key", func(t *testing.T) {
+				res := s.do(t, c, request{method: "POST", path: "/echo", header: jsonBody, body: `{"a": [1, "two", null], "b": {"c": true}}`})
+				if res.status != 200 || string(res.body) != `{"youSent":{"a":[1,"two",null],"b":{"c":true}}}` {
+					t.Fatalf("%d %s", res.status, res.body)
+				}
+				scalar := s.do(t, c, request{method: "POST", path: "/echo", header: jsonBody, body: `42`})
+				if scalar.status != 200 || string(scalar.body) != `{"youSent":42}` {
+					t.Fatalf("%d %s", scalar.status, scalar.body)
+				}
+			})
+
+			t.Run("private answers with the key", func(t *testing.T) {
+				res := s.do(t, c, request{method: "GET", path: "/private", key: true})
+				var body map[string]any
+				json.Unmarshal(res.body, &body)
+				if _, isNumber := body["secretData"].(float64); res.status != 200 || !isNumber || len(body) != 1 {
+					t.Fatalf("%d %s", res.status, res.body)
+				}
+			})
+
+			t.Run("boom is a fixed 500 and its detail is logged with the request id", func(t *testing.T) {
+				res := s.do(t, c, request{method: "GET", path: "/boom"})
+				if res.status != 500 || string(res.body) != `{"error":"Internal Server Error"}` {
+					t.Fatalf("%d %s", res.status, res.body)
+				}
+				id := res.header.Get("X-Request-Id")
+				faults := s.logs.entries(map[string]any{"request_id": id, "level": "ERROR"})
+				if id == "" || len(faults) != 1 || !strings.Contains(faults[0]["error"].(string), "boom: this route fails on purpose") {
+					t.Fatalf("request %q: error log lines %v", id, faults)
+				}
+			})
+
+			t.Run("the page is served at the root", func(t *testing.T) {
+				res := s.do(t, c, request{method: "GET", path: "/"})
+				if res.status != 200 || !strings.HasPrefix(res.header.Get("Content-Type"), "text/html") || !strings.Contains(string(res.body), "<title>usersd</title>") {
+					t.Fatalf("%d %s %.80s", res.status, res.header.Get("Content-Type"), res.body)
+				}
+				index := s.do(t, c, request{method: "GET", path: "/index.html"}) // redirected to "/", which the client follows
+				if index.status != 200 || string(index.body) != string(res.body) {
+					t.Fatalf("/index.html: %d, want the page", index.status)
+				}
+			})
+		})
+	}
+}
+
+func TestRequestIDs(t *testing.T) {
+	s := startServer(t)
+	given := s.do(t, http1Client, request{method: "GET", path: "/health", header: map[string]string{"X-Request-Id": "lb-1234.abc"}})
+	if got := given.header.Get("X-Request-Id"); got != "lb-1234.abc" {
+		t.Fatalf("a sane id from a proxy is kept: got %q", got)
+	}
+	forged := s.do(t, http1Client, request{method: "GET", path: "/health", header: map[string]string{"X-Request-Id": `x" "level":"ERROR`}})
+	if got := forged.header.Get("X-Request-Id"); got == "" || strings.ContainsAny(got, `" `) {
+		t.Fatalf("an unsafe id is replaced: got %q", got)
+	}
+	if lines := s.logs.entries(map[string]any{"msg": "request", "request_id": "lb-1234.abc"}); len(lines) != 1 {
+		t.Fatalf("access log lines for the request: %v", lines)
+	}
+}
