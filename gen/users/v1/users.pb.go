@@ -576,8 +576,9 @@ type UpdateUserRequest struct {
 	Id int32 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The new values of the fields named in update_mask. user.id must be 0 or equal to id.
 	User *User `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
-	// The fields to set ("name", "role", or "*" for all). Unset means every field that user populates;
-	// set but empty means none. Output-only fields in the mask are ignored.
+	// The fields to set: "name", "role", or "*" for both ("*" on the binary protocols only: the JSON form
+	// of a field mask cannot carry it, so JSON clients name both fields). Unset means every field that
+	// user populates; set but empty means none. Output-only fields in the mask are ignored.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
