@@ -17,11 +17,7 @@ func listPostsREST(users *Users, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		page, err := q.positive("page")
-		if err != nil {
-			return err
-		}
-		limit, err := q.positive("limit")
+		page, limit, err := q.paging()
 		if err != nil {
 			return err
 		}

@@ -50,6 +50,15 @@ func (q collectionQuery) positive(name string) (int32, error) {
 	return int32(n), nil
 }
 
+// paging returns the page and limit parameters, 0 for each that is absent.
+func (q collectionQuery) paging() (page, limit int32, err error) {
+	if page, err = q.positive("page"); err != nil {
+		return 0, 0, err
+	}
+	limit, err = q.positive("limit")
+	return page, limit, err
+}
+
 // setPagingHeaders sets X-Total-Count and a Link header (RFC 8288) with first, prev, next and last
 // pages as relative references that keep every other parameter of the request.
 func setPagingHeaders(w http.ResponseWriter, r *http.Request, q collectionQuery, page, limit, total int32) {

@@ -15,11 +15,7 @@ func listUsersREST(users *Users, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		page, err := q.positive("page")
-		if err != nil {
-			return err
-		}
-		limit, err := q.positive("limit")
+		page, limit, err := q.paging()
 		if err != nil {
 			return err
 		}

@@ -146,6 +146,24 @@ func rpcNames(users []*usersv1.User) []string {
 	return names
 }
 
+// rpcWantOnlyTheSeed checks that the store holds exactly the seed user, unchanged, with no posts.
+func rpcWantOnlyTheSeed(t *testing.T, c usersv1connect.UsersClient, seed *usersv1.User) {
+	t.Helper()
+	if got := rpcGet(t, c, seed.GetId()); !proto.Equal(got, seed) {
+		t.Errorf("the seed user is now %v, want %v", got, seed)
+	}
+	users, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{})
+	rpcMust(t, "ListUsers", err)
+	if users.GetTotalCount() != 1 {
+		t.Errorf("%d users exist, want only the seed: %v", users.GetTotalCount(), users.GetUsers())
+	}
+	posts, err := c.ListUserPosts(t.Context(), &usersv1.ListUserPostsRequest{UserId: seed.GetId()})
+	rpcMust(t, "ListUserPosts", err)
+	if posts.GetTotalCount() != 0 {
+		t.Errorf("the seed user has posts %v, want none", posts.GetPosts())
+	}
+}
+
 var rpcEtagPattern = regexp.MustCompile(`^"[0-9]+"$`)
 
 func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
@@ -533,19 +551,7 @@ func TestRPCErrorCodesOverEveryProtocol(t *testing.T) {
 			}
 
 			t.Run("none of the refused writes changed anything", func(t *testing.T) {
-				if got := rpcGet(t, c, id); !proto.Equal(got, seed) {
-					t.Errorf("the seed user is now %v, want %v", got, seed)
-				}
-				users, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{})
-				rpcMust(t, "ListUsers", err)
-				if users.GetTotalCount() != 1 {
-					t.Errorf("%d users exist, want only the seed: %v", users.GetTotalCount(), users.GetUsers())
-				}
-				posts, err := c.ListUserPosts(t.Context(), &usersv1.ListUserPostsRequest{UserId: id})
-				rpcMust(t, "ListUserPosts", err)
-				if posts.GetTotalCount() != 0 {
-					t.Errorf("the seed user has posts %v, want none", posts.GetPosts())
-				}
+				rpcWantOnlyTheSeed(t, c, seed)
 			})
 		})
 	}
@@ -603,19 +609,7 @@ func TestRPCWritesWithoutAValidKeyAreUnauthenticated(t *testing.T) {
 					t.Run(w.name+" "+k.name+" is unauthenticated and changes nothing", func(t *testing.T) {
 						rpcWantCode(t, w.call(t.Context()), connect.CodeUnauthenticated)
 						// Reads are public, so the same keyless client checks that nothing changed.
-						if got := rpcGet(t, c, id); !proto.Equal(got, seed) {
-							t.Errorf("the seed user is now %v, want %v", got, seed)
-						}
-						users, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{})
-						rpcMust(t, "ListUsers", err)
-						if users.GetTotalCount() != 1 {
-							t.Errorf("%d users exist, want only the seed: %v", users.GetTotalCount(), users.GetUsers())
-						}
-						posts, err := c.ListUserPosts(t.Context(), &usersv1.ListUserPostsRequest{UserId: id})
-						rpcMust(t, "ListUserPosts", err)
-						if posts.GetTotalCount() != 0 {
-							t.Errorf("the seed user has posts %v, want none", posts.GetPosts())
-						}
+						rpcWantOnlyTheSeed(t, c, seed)
 					})
 				}
 			}

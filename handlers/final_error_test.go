@@ -1,0 +1,139 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	usersv1 "usersd/gen/users/v1"
+	"usersd/gen/users/v1/usersv1connect"
+	"usersd/store/sqlstore"
+)
+
+// TestAFaultIsAnsweredWithTheFixedMessageOnEveryProtocol breaks the store for real (it is closed
+// under the running service) and checks what clients see: the fixed text, never the driver's words,
+// while the log keeps the detail with the request id.
+func TestAFaultIsAnsweredWithTheFixedMessageOnEveryProtocol(t *testing.T) {
+	st, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "users.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	h, err := New(Config{Store: st, Keys: NewAPIKeys("k"), Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startH2C(t, h)
+	st.Close()
+
+	res, err := http.Get(srv.URL + "/users/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 500 || string(body) != `{"error":"Internal Server Error"}` {
+		t.Fatalf("REST: %d %s", res.StatusCode, body)
+	}
+	if id := res.Header.Get("X-Request-Id"); !strings.Contains(logs.String(), id) || !strings.Contains(logs.String(), "database is closed") {
+		t.Fatalf("the log does not hold the fault with request id %s:\n%s", id, logs)
+	}
+
+	wantInternalOnEveryProtocol(t, srv.URL)
+
+	health, err := http.Get(srv.URL + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(health.Body)
+	health.Body.Close()
+	if health.StatusCode != 503 || string(body) != `{"ok":false}` {
+		t.Fatalf("health with the store gone: %d %s", health.StatusCode, body)
+	}
+}
+
+// TestAPanicIsAnsweredInTheRequestsProtocol checks the final error handler itself: a handler that
+// panics under an RPC path answers each RPC protocol with its own internal error, and under any
+// other path with the REST body.
+func TestAPanicIsAnsweredInTheRequestsProtocol(t *testing.T) {
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	errs := &errorWriter{logger: logger, rpc: connect.NewErrorWriter(), isRPC: isRPCPath}
+	panicking := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("deliberate: secret detail") })
+	srv := startH2C(t, withRequestID(withAccessLog(logger, withRecover(logger, errs, panicking))))
+
+	wantInternalOnEveryProtocol(t, srv.URL)
+	res, err := http.Get(srv.URL + "/anything")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 500 || string(body) != `{"error":"Internal Server Error"}` || strings.Contains(string(body), "secret") {
+		t.Fatalf("REST: %d %s", res.StatusCode, body)
+	}
+	if !strings.Contains(logs.String(), "deliberate: secret detail") {
+		t.Fatalf("the panic is not in the log:\n%s", logs)
+	}
+}
+
+// wantInternalOnEveryProtocol calls GetUser over each RPC protocol and expects the fixed internal error.
+func wantInternalOnEveryProtocol(t *testing.T, baseURL string) {
+	t.Helper()
+	for name, opts := range map[string][]connect.ClientOption{
+		"Connect binary": nil, "Connect JSON": {connect.WithProtoJSON()}, "gRPC": {connect.WithGRPC()}, "gRPC-Web": {connect.WithGRPCWeb()},
+	} {
+		client := usersv1connect.NewUsersClient(h2cClient(), baseURL, opts...)
+		_, err := client.GetUser(context.Background(), &usersv1.GetUserRequest{Id: 1})
+		var ce *connect.Error
+		if !errors.As(err, &ce) || ce.Code() != connect.CodeInternal || ce.Message() != internalErrorMessage {
+			t.Errorf("%s: %v, want internal with the fixed message", name, err)
+		}
+	}
+}
+
+// startH2C serves h on a loopback listener that speaks HTTP/1.1 and h2c, as the real server does.
+func startH2C(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func h2cClient() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p}}
+}
+
+// syncBuffer is a log destination that handlers on many goroutines may write to.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
