@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -125,4 +126,33 @@ func idOf(t *testing.T, o map[string]any) int {
 		t.Fatalf("%v has no numeric id", o)
 	}
 	return int(id)
+}
+
+func TestRESTConcurrentCreatesAllSucceed(t *testing.T) {
+	s := startServer(t)
+	const n = 50
+	statuses := make([]int, n)
+	ids := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c := transports[i%len(transports)].client
+			res := s.do(t, c, request{method: "POST", path: "/users", header: jsonBody, key: true, body: fmt.Sprintf(`{"name":"user %d"}`, i)})
+			statuses[i] = res.status
+			if res.status == http.StatusCreated {
+				ids[i] = idOf(t, decodeObject(t, res.body))
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[int]bool{}
+	for i, status := range statuses {
+		if status != http.StatusCreated || seen[ids[i]] {
+			t.Fatalf("create %d: status %d, id %d (seen before: %v)", i, status, ids[i], seen[ids[i]])
+		}
+		seen[ids[i]] = true
+	}
+	if total := s.do(t, http1Client, request{method: "GET", path: "/users?limit=1"}).header.Get("X-Total-Count"); total != fmt.Sprint(n) {
+		t.Fatalf("X-Total-Count %s after %d creates", total, n)
+	}
 }

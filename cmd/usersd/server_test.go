@@ -66,6 +66,10 @@ func startServerOn(t *testing.T, dbPath string, env map[string]string) *testServ
 			return
 		}
 		stopped = true
+		// Close the clients' idle connections first: net/http's Shutdown waits up to 5s for a
+		// connection that was dialed but never used, and the transports dial spares under load.
+		http1Client.CloseIdleConnections()
+		h2cClient.CloseIdleConnections()
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("run returned %v after a clean shutdown; logs:\n%s", err, logs)

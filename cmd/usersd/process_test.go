@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce   sync.Once
+	builtBinary string
+	buildErr    error
+)
+
+// usersdBinary builds the real usersd once per test run and returns its path.
+func usersdBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "usersd-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBinary = filepath.Join(dir, "usersd")
+		out, err := exec.Command("go", "build", "-o", builtBinary, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBinary
+}
+
+// startProcess starts the real binary on a loopback port and waits until it listens.
+func startProcess(t *testing.T, dbPath string) (*exec.Cmd, *testServer, <-chan []map[string]any) {
+	t.Helper()
+	cmd := exec.Command(usersdBinary(t), "-addr", "127.0.0.1:0", "-db", dbPath)
+	cmd.Env = append(os.Environ(), "USERS_API_KEYS="+testKey)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+
+	listening := make(chan string, 1)
+	allLines := make(chan []map[string]any, 1)
+	go func() {
+		var lines []map[string]any
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			var entry map[string]any
+			if json.Unmarshal(scanner.Bytes(), &entry) == nil {
+				lines = append(lines, entry)
+				if entry["msg"] == "listening" {
+					listening <- fmt.Sprint(entry["addr"])
+				}
+			}
+		}
+		allLines <- lines
+	}()
+	select {
+	case addr := <-listening:
+		return cmd, &testServer{baseURL: "http://" + addr, dbPath: dbPath}, allLines
+	case <-time.After(20 * time.Second):
+		t.Fatal("the binary did not listen within 20s")
+		return nil, nil, nil
+	}
+}
+
+func TestTheBinaryStopsCleanlyOnSignals(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd, s, logs := startProcess(t, filepath.Join(t.TempDir(), "users.db"))
+			id := idOf(t, s.createUser(t, "survivor", ""))
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("exit after %v: %v, want status 0", sig, err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatalf("still running 15s after %v", sig)
+			}
+			var stopped bool
+			for _, line := range <-logs {
+				stopped = stopped || line["msg"] == "stopped"
+			}
+			if !stopped {
+				t.Fatal(`no "stopped" log line: the shutdown was not the graceful one`)
+			}
+			_, again, _ := startProcess(t, s.dbPath)
+			if res := again.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users/%d", id)}); res.status != 200 {
+				t.Fatalf("the user written before %v: %d %s", sig, res.status, res.body)
+			}
+		})
+	}
+}
