@@ -111,3 +111,12 @@ func TestTheBinaryStopsCleanlyOnSignals(t *testing.T) {
 		})
 	}
 }
+
+// TestMain removes the binary that the process tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBinary != "" {
+		os.RemoveAll(filepath.Dir(builtBinary))
+	}
+	os.Exit(code)
+}
