@@ -47,20 +47,22 @@ func TestRESTCollectionQuery(t *testing.T) {
 		{"a page past the end is empty with the true total", "?page=9&limit=5", nil, "6"},
 		{"limit above 100 is lowered to 100", "?limit=1000", byIndex(0, 1, 2, 3, 4, 5), "6"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			res := s.do(t, http1Client, request{method: "GET", path: "/users" + c.query})
-			if res.status != http.StatusOK {
-				t.Fatalf("%d %s", res.status, res.body)
-			}
-			var got []int
-			for _, u := range decodeArray(t, res.body) {
-				got = append(got, idOf(t, u))
-			}
-			if !slices.Equal(got, c.want) || res.header.Get("X-Total-Count") != c.total {
-				t.Fatalf("ids %v total %s, want %v total %s", got, res.header.Get("X-Total-Count"), c.want, c.total)
-			}
-		})
+	for _, tr := range transports {
+		for _, c := range cases {
+			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
+				res := s.do(t, tr.client, request{method: "GET", path: "/users" + c.query})
+				if res.status != http.StatusOK {
+					t.Fatalf("%d %s", res.status, res.body)
+				}
+				var got []int
+				for _, u := range decodeArray(t, res.body) {
+					got = append(got, idOf(t, u))
+				}
+				if !slices.Equal(got, c.want) || res.header.Get("X-Total-Count") != c.total {
+					t.Fatalf("ids %v total %s, want %v total %s", got, res.header.Get("X-Total-Count"), c.want, c.total)
+				}
+			})
+		}
 	}
 }
 
@@ -81,13 +83,15 @@ func TestRESTLinkHeader(t *testing.T) {
 		{"an empty result has one page", "?role=nobody",
 			`</users?page=1&role=nobody>; rel="first", </users?page=1&role=nobody>; rel="last"`},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			res := s.do(t, http1Client, request{method: "GET", path: "/users" + c.query})
-			if got := res.header.Get("Link"); got != c.want {
-				t.Fatalf("Link\n got %s\nwant %s", got, c.want)
-			}
-		})
+	for _, tr := range transports {
+		for _, c := range cases {
+			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
+				res := s.do(t, tr.client, request{method: "GET", path: "/users" + c.query})
+				if got := res.header.Get("Link"); got != c.want {
+					t.Fatalf("Link\n got %s\nwant %s", got, c.want)
+				}
+			})
+		}
 	}
 }
 
@@ -95,7 +99,7 @@ func TestRESTRejectsMalformedQueries(t *testing.T) {
 	s := startServer(t)
 	author := idOf(t, s.createUser(t, "author", ""))
 	posts := fmt.Sprintf("/users/%d/posts", author)
-	for _, c := range []struct{ path, wantInMessage string }{
+	cases := []struct{ path, wantInMessage string }{
 		{"/users?page=abc", "page"},
 		{"/users?page=0", "page"},
 		{"/users?page=-1", "page"},
@@ -116,15 +120,18 @@ func TestRESTRejectsMalformedQueries(t *testing.T) {
 		{posts + "?role=admin", "role"},
 		{posts + "?page=0", "page"},
 		{posts + "?limit=x", "limit"},
-	} {
-		t.Run(c.path, func(t *testing.T) {
-			res := s.do(t, http1Client, request{method: "GET", path: c.path})
-			if res.status != http.StatusBadRequest {
-				t.Fatalf("%d %s, want 400", res.status, res.body)
-			}
-			if msg := res.errorMessage(t); !strings.Contains(msg, c.wantInMessage) {
-				t.Fatalf("message %q does not name %q", msg, c.wantInMessage)
-			}
-		})
+	}
+	for _, tr := range transports {
+		for _, c := range cases {
+			t.Run(tr.name+" "+c.path, func(t *testing.T) {
+				res := s.do(t, tr.client, request{method: "GET", path: c.path})
+				if res.status != http.StatusBadRequest {
+					t.Fatalf("%d %s, want 400", res.status, res.body)
+				}
+				if msg := res.errorMessage(t); !strings.Contains(msg, c.wantInMessage) {
+					t.Fatalf("message %q does not name %q", msg, c.wantInMessage)
+				}
+			})
+		}
 	}
 }
