@@ -70,6 +70,7 @@ func publicError(ctx context.Context, logger *slog.Logger, err error) *connect.E
 	switch ce.Code() {
 	case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss:
 		logger.ErrorContext(ctx, "request failed", "request_id", requestID(ctx), "error", err)
+		//lint:ignore ST1005 the capitalised text is the contract's fixed answer to every fault
 		return connect.NewError(connect.CodeInternal, errors.New(internalErrorMessage))
 	case connect.CodeUnavailable:
 		logger.WarnContext(ctx, "store unavailable", "request_id", requestID(ctx), "error", err)

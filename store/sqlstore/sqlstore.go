@@ -32,7 +32,7 @@ var _ store.Store = (*Store)(nil)
 // schema up to date. dsn is a SQLite file path or ":memory:".
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		return nil, errors.New("PostgreSQL URLs are not supported by this build; use a SQLite file path or :memory:")
+		return nil, errors.New(`PostgreSQL URLs are not supported by this build yet: give a SQLite file path or ":memory:"`)
 	}
 	reader, writer, err := openSQLite(dsn)
 	if err != nil {
