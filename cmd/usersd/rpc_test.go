@@ -1029,3 +1029,20 @@ func TestRPCHealthCheck(t *testing.T) {
 		})
 	}
 }
+
+// A refusal must come in the caller's own RPC protocol (for gRPC: HTTP 200 with grpc-status), not as
+// REST JSON. connect clients map a bare HTTP 401 to unauthenticated too, so the code alone cannot tell;
+// the service's own message, which only an RPC-shaped error carries, can.
+func TestRPCRefusalsComeInTheCallersProtocol(t *testing.T) {
+	s := startServer(t)
+	for _, p := range rpcProtocols {
+		t.Run(p.name, func(t *testing.T) {
+			_, err := s.rpcClient(p, "").CreateUser(t.Context(), &usersv1.CreateUserRequest{User: &usersv1.User{Name: "x"}})
+			var ce *connect.Error
+			if !errors.As(err, &ce) || ce.Code() != connect.CodeUnauthenticated ||
+				ce.Message() != "a valid API key is required in the x-api-key header" {
+				t.Fatalf("got %v, want unauthenticated with the service's own message", err)
+			}
+		})
+	}
+}
