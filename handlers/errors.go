@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -104,22 +105,35 @@ var restStatus = map[connect.Code]int{
 type errorWriter struct {
 	logger *slog.Logger
 	rpc    *connect.ErrorWriter
-	// isRPC tells an RPC request from a REST one; both may be POSTs of application/json.
-	isRPC func(*http.Request) bool
+	// rpcPrefixes are the paths under which RPC services are mounted (recorded by addRoutes as it
+	// mounts them). Errors there are written in the RPC protocol, elsewhere as REST JSON: both kinds
+	// of request may be POSTs of application/json, so only the path tells them apart.
+	rpcPrefixes []string
+}
+
+// isRPC reports whether r is addressed to an RPC service.
+func (ew *errorWriter) isRPC(r *http.Request) bool {
+	for _, prefix := range ew.rpcPrefixes {
+		if strings.HasPrefix(r.URL.Path, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // write answers r with err: in the RPC protocol the request speaks, or as REST JSON.
 func (ew *errorWriter) write(w http.ResponseWriter, r *http.Request, err error) {
+	rpc := ew.isRPC(r)
 	var he *httpError
 	if errors.As(err, &he) {
-		if !ew.isRPC(r) {
+		if !rpc {
 			writeErrorJSON(w, he.status, he.message)
 			return
 		}
 		err = he.connectError()
 	}
 	ce := publicError(r.Context(), ew.logger, err)
-	if ew.isRPC(r) {
+	if rpc {
 		_ = ew.rpc.Write(w, r, ce) // the client has gone if this fails; nothing more to do
 		return
 	}

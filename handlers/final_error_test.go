@@ -68,7 +68,7 @@ func TestAFaultIsAnsweredWithTheFixedMessageOnEveryProtocol(t *testing.T) {
 func TestAPanicIsAnsweredInTheRequestsProtocol(t *testing.T) {
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	errs := &errorWriter{logger: logger, rpc: connect.NewErrorWriter(), isRPC: isRPCPath}
+	errs := &errorWriter{logger: logger, rpc: connect.NewErrorWriter(), rpcPrefixes: []string{"/" + usersv1connect.UsersName + "/"}}
 	panicking := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("deliberate: secret detail") })
 	srv := startH2C(t, withRequestID(withAccessLog(logger, withRecover(logger, errs, panicking))))
 

@@ -46,7 +46,7 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	errs := &errorWriter{logger: cfg.Logger, rpc: connect.NewErrorWriter(), isRPC: isRPCPath}
+	errs := &errorWriter{logger: cfg.Logger, rpc: connect.NewErrorWriter()} // addRoutes adds the RPC paths
 	mux := http.NewServeMux()
 	err := addRoutes(mux, deps{
 		store:        cfg.Store,

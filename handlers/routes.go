@@ -4,7 +4,6 @@ package handlers
 
 import (
 	"net/http"
-	"strings"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
@@ -17,28 +16,15 @@ import (
 	"usersd/web"
 )
 
-// rpcServices are the services mounted below; their paths are RPC paths, where errors are written in
-// the RPC protocol rather than as REST JSON.
-var rpcServices = []string{
-	usersv1connect.UsersName,
-	grpchealth.HealthV1ServiceName,
-	grpcreflect.ReflectV1ServiceName,
-	grpcreflect.ReflectV1AlphaServiceName,
-}
-
-// isRPCPath reports whether a request path belongs to one of rpcServices.
-func isRPCPath(r *http.Request) bool {
-	for _, service := range rpcServices {
-		if strings.HasPrefix(r.URL.Path, "/"+service+"/") {
-			return true
-		}
-	}
-	return false
-}
-
 func addRoutes(mux *http.ServeMux, d deps) error {
 	users, errs, keys := d.users, d.errs, d.keys
 	protect := func(h http.Handler) http.Handler { return requireAPIKey(keys, errs, h) }
+	// mountRPC mounts an RPC service and records its path with the error writer, so that the paths
+	// whose errors are written in the RPC protocol are exactly the ones mounted here.
+	mountRPC := func(path string, h http.Handler) {
+		mux.Handle(path, h)
+		errs.rpcPrefixes = append(errs.rpcPrefixes, path)
+	}
 	rpcOptions := []connect.HandlerOption{
 		connect.WithCodec(jsonCodecs[0]), connect.WithCodec(jsonCodecs[1]),
 		connect.WithReadMaxBytes(int(d.maxBodyBytes)),
@@ -48,14 +34,14 @@ func addRoutes(mux *http.ServeMux, d deps) error {
 	// RPC: gRPC, gRPC-Web and Connect on one handler. Every method that is not marked
 	// NO_SIDE_EFFECTS in the proto changes data and needs a key, so a new RPC is protected by default.
 	usersPath, usersRPC := usersv1connect.NewUsersHandler(users, rpcOptions...)
-	mux.Handle(usersPath, usersRPC)
+	mountRPC(usersPath, usersRPC)
 	for _, procedure := range writeProcedures(usersv1.File_users_v1_users_proto.Services().ByName("Users")) {
 		mux.Handle(procedure, protect(usersRPC))
 	}
-	mux.Handle(grpchealth.NewHandler(storeHealth{d.store}, rpcOptions...))
+	mountRPC(grpchealth.NewHandler(storeHealth{d.store}, rpcOptions...))
 	reflector := grpcreflect.NewStaticReflector(usersv1connect.UsersName, grpchealth.HealthV1ServiceName)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector, rpcOptions...))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, rpcOptions...))
+	mountRPC(grpcreflect.NewHandlerV1(reflector, rpcOptions...))
+	mountRPC(grpcreflect.NewHandlerV1Alpha(reflector, rpcOptions...))
 
 	// REST: reads are public, writes need a key.
 	mux.Handle("GET /users", listUsersREST(users, errs))
