@@ -38,7 +38,8 @@ func addRoutes(mux *http.ServeMux, d deps) error {
 	for _, procedure := range writeProcedures(usersv1.File_users_v1_users_proto.Services().ByName("Users")) {
 		mux.Handle(procedure, protect(usersRPC))
 	}
-	mountRPC(grpchealth.NewHandler(storeHealth{d.store}, rpcOptions...))
+	health := storeHealth{d.store}
+	mountRPC(grpchealth.NewHandler(health, rpcOptions...))
 	reflector := grpcreflect.NewStaticReflector(usersv1connect.UsersName, grpchealth.HealthV1ServiceName)
 	mountRPC(grpcreflect.NewHandlerV1(reflector, rpcOptions...))
 	mountRPC(grpcreflect.NewHandlerV1Alpha(reflector, rpcOptions...))
@@ -54,7 +55,7 @@ func addRoutes(mux *http.ServeMux, d deps) error {
 	mux.Handle("POST /users/{id}/posts", protect(createPostREST(users, errs)))
 
 	// The service's own routes.
-	mux.Handle("GET /health", healthREST(d.store))
+	mux.Handle("GET /health", healthREST(health))
 	mux.Handle("GET /info", infoREST(errs))
 	mux.Handle("POST /echo", echoREST(errs))
 	mux.Handle("GET /private", protect(privateREST(errs)))

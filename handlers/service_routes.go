@@ -3,26 +3,16 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
-
-	"usersd/store"
 )
 
-// healthTimeout bounds the store ping of a health check, so a hung database reads as unhealthy
-// instead of hanging the load balancer's probe.
-const healthTimeout = 2 * time.Second
-
 // healthREST answers exactly {"ok":true} while the store answers, and 503 {"ok":false} otherwise.
-func healthREST(s store.Store) http.Handler {
+func healthREST(health storeHealth) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
-		defer cancel()
 		w.Header().Set("Cache-Control", "no-store")
-		if err := s.Ping(ctx); err != nil {
+		if !health.serving(r.Context()) {
 			writeJSONBytes(w, http.StatusServiceUnavailable, []byte(`{"ok":false}`))
 			return
 		}
