@@ -71,13 +71,15 @@ func New(cfg Config) (http.Handler, error) {
 // with another method.
 func withJSONMisses(mux *http.ServeMux, errs *errorWriter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := mux.Handler(r); pattern != "" {
-			mux.ServeHTTP(w, r)
+		missHandler, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r) // matches again: only ServeHTTP sets the path values for the route
 			return
 		}
-		// Let the mux decide between 404 and 405 into a recorder, to learn its status and Allow.
+		// No route: the mux's own handler knows whether it is 404 or 405 and what Allow holds. Let it
+		// answer into a recorder to learn both.
 		miss := &missRecorder{header: http.Header{}}
-		mux.ServeHTTP(miss, r)
+		missHandler.ServeHTTP(miss, r)
 		if miss.status == http.StatusMethodNotAllowed {
 			allow := miss.header.Get("Allow")
 			w.Header().Set("Allow", allow)
