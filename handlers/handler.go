@@ -25,14 +25,11 @@ type Config struct {
 	MaxBodyBytes int64
 }
 
-// deps is what the routes are built from.
+// deps is what the routes are built from: the configuration and the pieces New makes from it.
 type deps struct {
-	store        store.Store
-	users        *Users
-	keys         *APIKeys
-	errs         *errorWriter
-	logger       *slog.Logger
-	maxBodyBytes int64
+	Config
+	users *Users
+	errs  *errorWriter
 }
 
 // New returns the handler of the whole service.
@@ -48,15 +45,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	errs := &errorWriter{logger: cfg.Logger, rpc: connect.NewErrorWriter()} // addRoutes adds the RPC paths
 	mux := http.NewServeMux()
-	err := addRoutes(mux, deps{
-		store:        cfg.Store,
-		users:        NewUsers(cfg.Store),
-		keys:         cfg.Keys,
-		errs:         errs,
-		logger:       cfg.Logger,
-		maxBodyBytes: cfg.MaxBodyBytes,
-	})
-	if err != nil {
+	if err := addRoutes(mux, deps{Config: cfg, users: NewUsers(cfg.Store), errs: errs}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
 	var h http.Handler = withJSONMisses(mux, errs)

@@ -17,7 +17,7 @@ import (
 )
 
 func addRoutes(mux *http.ServeMux, d deps) error {
-	users, errs, keys := d.users, d.errs, d.keys
+	users, errs, keys := d.users, d.errs, d.Keys
 	protect := func(h http.Handler) http.Handler { return requireAPIKey(keys, errs, h) }
 	// mountRPC mounts an RPC service and records its path with the error writer, so that the paths
 	// whose errors are written in the RPC protocol are exactly the ones mounted here.
@@ -27,8 +27,8 @@ func addRoutes(mux *http.ServeMux, d deps) error {
 	}
 	rpcOptions := []connect.HandlerOption{
 		connect.WithCodec(jsonCodecs[0]), connect.WithCodec(jsonCodecs[1]),
-		connect.WithReadMaxBytes(int(d.maxBodyBytes)),
-		connect.WithInterceptors(sanitizeErrors(d.logger)),
+		connect.WithReadMaxBytes(int(d.MaxBodyBytes)),
+		connect.WithInterceptors(sanitizeErrors(d.Logger)),
 	}
 
 	// RPC: gRPC, gRPC-Web and Connect on one handler. Every method that is not marked
@@ -38,7 +38,7 @@ func addRoutes(mux *http.ServeMux, d deps) error {
 	for _, procedure := range writeProcedures(usersv1.File_users_v1_users_proto.Services().ByName("Users")) {
 		mux.Handle(procedure, protect(usersRPC))
 	}
-	health := storeHealth{d.store}
+	health := storeHealth{d.Store}
 	mountRPC(grpchealth.NewHandler(health, rpcOptions...))
 	reflector := grpcreflect.NewStaticReflector(usersv1connect.UsersName, grpchealth.HealthV1ServiceName)
 	mountRPC(grpcreflect.NewHandlerV1(reflector, rpcOptions...))
