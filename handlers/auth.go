@@ -2,8 +2,10 @@
 package handlers
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"net/http"
 
@@ -37,15 +39,31 @@ func (k *APIKeys) Len() int { return len(k.digests) }
 
 // Valid reports whether key is one of the set. It compares against every key, in constant time.
 func (k *APIKeys) Valid(key string) bool {
+	_, ok := k.caller(key)
+	return ok
+}
+
+// caller checks key like Valid and also returns the caller's identity: the hex SHA-256 digest of
+// the key, which names the caller in stored records without storing the key itself.
+func (k *APIKeys) caller(key string) (string, bool) {
 	if key == "" {
-		return false
+		return "", false
 	}
 	digest := sha256.Sum256([]byte(key))
 	match := 0
 	for _, d := range k.digests {
 		match |= subtle.ConstantTimeCompare(digest[:], d[:])
 	}
-	return match == 1
+	return hex.EncodeToString(digest[:]), match == 1
+}
+
+type callerKey struct{}
+
+// callerOf returns the identity of the caller whose key requireAPIKey accepted, or "" outside a
+// request that passed it.
+func callerOf(ctx context.Context) string {
+	caller, _ := ctx.Value(callerKey{}).(string)
+	return caller
 }
 
 var errUnauthenticated = connect.NewError(connect.CodeUnauthenticated,
@@ -55,10 +73,11 @@ var errUnauthenticated = connect.NewError(connect.CodeUnauthenticated,
 // anything, so a write without a key is refused whatever its body.
 func requireAPIKey(keys *APIKeys, errs *errorWriter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !keys.Valid(r.Header.Get(APIKeyHeader)) {
+		caller, ok := keys.caller(r.Header.Get(APIKeyHeader))
+		if !ok {
 			errs.write(w, r, errUnauthenticated)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller)))
 	})
 }

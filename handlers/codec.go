@@ -67,6 +67,11 @@ func unmarshalJSON(data []byte, m proto.Message) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return errors.New("the body is empty; expected a JSON object")
 	}
+	// protojson accepts a few things that are not JSON (a number with an empty exponent, such as
+	// 1e); RFC 8259 decides what a body may be, so check it first.
+	if !json.Valid(data) {
+		return errors.New("invalid JSON: the body is not well-formed JSON (RFC 8259)")
+	}
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(data, m); err != nil {
 		// protojson prefixes its messages with "proto:" and a non-breaking space; neither helps a client.
 		msg := strings.TrimSpace(strings.TrimPrefix(err.Error(), "proto:"))

@@ -2,19 +2,11 @@
 package handlers
 
 import (
-	"strconv"
-
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/store"
 )
-
-// etag is the user's strong entity tag (RFC 9110), quotes included: it is derived from the version,
-// which grows on every write, so it changes on every write.
-func etag(u store.User) string {
-	return `"` + strconv.FormatInt(u.Version, 10) + `"`
-}
 
 func userToProto(u store.User) *usersv1.User {
 	return &usersv1.User{

@@ -19,25 +19,18 @@ import (
 // internalErrorMessage is the only text a client ever sees of a fault; the detail goes to the log.
 const internalErrorMessage = "Internal Server Error"
 
-// httpError is a client error that exists only on REST (wrong media type, body too large), where
-// no Connect code has the right HTTP status.
+// httpError is a client error whose REST status is not the one restStatus gives its Connect code:
+// the errors of HTTP itself (media type, body size, method, preconditions) and of idempotency keys.
 type httpError struct {
-	status  int
+	status  int          // the REST answer
+	code    connect.Code // what an RPC client gets instead
 	message string
 }
 
 func (e *httpError) Error() string { return e.message }
 
-// connectError is the same error for an RPC client.
-func (e *httpError) connectError() *connect.Error {
-	code := connect.CodeInvalidArgument
-	switch e.status {
-	case http.StatusRequestEntityTooLarge:
-		code = connect.CodeResourceExhausted
-	case http.StatusMethodNotAllowed:
-		code = connect.CodeUnimplemented
-	}
-	return connect.NewError(code, errors.New(e.message))
+func newHTTPError(status int, code connect.Code, format string, args ...any) *httpError {
+	return &httpError{status: status, code: code, message: fmt.Sprintf(format, args...)}
 }
 
 // invalidArgument is the error of every bad input.
@@ -51,6 +44,15 @@ func fromStore(err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return connect.NewError(connect.CodeNotFound, err)
+	case errors.Is(err, store.ErrVersionMismatch):
+		return newHTTPError(http.StatusPreconditionFailed, connect.CodeAborted,
+			"the user has changed since the etag you sent was read; read it again and retry")
+	case errors.Is(err, store.ErrRequestInProgress):
+		return newHTTPError(http.StatusConflict, connect.CodeAborted,
+			"a request with this idempotency key is still in progress; retry it later")
+	case errors.Is(err, store.ErrRequestMismatch):
+		return newHTTPError(422, connect.CodeFailedPrecondition, // 422 Unprocessable Content
+			"this idempotency key was already used with a different request; use a new key for a new request")
 	case errors.Is(err, store.ErrUnavailable):
 		return connect.NewError(connect.CodeUnavailable, err) // detail replaced in publicError
 	case errors.Is(err, context.Canceled):
@@ -64,6 +66,10 @@ func fromStore(err error) error {
 // publicError returns what the client may see of err. Faults (any error that is not a *connect.Error,
 // and internal or unavailable ones) are logged with the request id and replaced by a fixed message.
 func publicError(ctx context.Context, logger *slog.Logger, err error) *connect.Error {
+	var he *httpError
+	if errors.As(err, &he) {
+		return connect.NewError(he.code, errors.New(he.message))
+	}
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
 		ce = connect.NewError(connect.CodeInternal, err)
@@ -111,8 +117,12 @@ type errorWriter struct {
 	rpcPrefixes []string
 }
 
-// isRPC reports whether r is addressed to an RPC service.
+// isRPC reports whether r is addressed to an RPC service: it is under a mounted service's path, or
+// it speaks gRPC or gRPC-Web (content types REST never uses), or it says it speaks Connect.
 func (ew *errorWriter) isRPC(r *http.Request) bool {
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") || r.Header.Get("Connect-Protocol-Version") != "" {
+		return true
+	}
 	for _, prefix := range ew.rpcPrefixes {
 		if strings.HasPrefix(r.URL.Path, prefix) {
 			return true
@@ -123,14 +133,11 @@ func (ew *errorWriter) isRPC(r *http.Request) bool {
 
 // write answers r with err: in the RPC protocol the request speaks, or as REST JSON.
 func (ew *errorWriter) write(w http.ResponseWriter, r *http.Request, err error) {
-	rpc := ew.isRPC(r)
 	var he *httpError
-	if errors.As(err, &he) {
-		if !rpc {
-			writeErrorJSON(w, he.status, he.message)
-			return
-		}
-		err = he.connectError()
+	rpc := ew.isRPC(r)
+	if !rpc && errors.As(err, &he) {
+		writeErrorJSON(w, he.status, he.message)
+		return
 	}
 	ce := publicError(r.Context(), ew.logger, err)
 	if rpc {

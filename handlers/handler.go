@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
+	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -23,17 +26,36 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxBodyBytes caps every request body, REST and RPC alike; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// RequestTimeout is the deadline of each request's work, store queries included; 0 means
+	// DefaultRequestTimeout. An RPC client's own shorter deadline (grpc-timeout) still wins.
+	RequestTimeout time.Duration
+	// CORSOrigins may call the service from pages of theirs; none means same origin only.
+	CORSOrigins []string
 }
+
+// DefaultRequestTimeout is the deadline of a request when Config.RequestTimeout is 0.
+const DefaultRequestTimeout = 10 * time.Second
+
+// Service is the handler of the whole service.
+type Service struct {
+	http.Handler
+	health *storeHealth
+}
+
+// Drain makes health checks (gRPC health and /health) answer NOT_SERVING from now on, while every
+// route still works, so that load balancers stop sending new requests before the server stops.
+func (s *Service) Drain() { s.health.draining.Store(true) }
 
 // deps is what the routes are built from: the configuration and the pieces New makes from it.
 type deps struct {
 	Config
-	users *Users
-	errs  *errorWriter
+	users  *Users
+	errs   *errorWriter
+	health *storeHealth
 }
 
 // New returns the handler of the whole service.
-func New(cfg Config) (http.Handler, error) {
+func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Logger == nil {
 		return nil, errors.New("handlers.New needs a store and a logger")
 	}
@@ -43,16 +65,24 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
 	errs := &errorWriter{logger: cfg.Logger, rpc: connect.NewErrorWriter()} // addRoutes adds the RPC paths
+	health := &storeHealth{store: cfg.Store}
 	mux := http.NewServeMux()
-	if err := addRoutes(mux, deps{Config: cfg, users: NewUsers(cfg.Store), errs: errs}); err != nil {
+	if err := addRoutes(mux, deps{Config: cfg, users: NewUsers(cfg.Store, cfg.Logger), errs: errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
 	var h http.Handler = withJSONMisses(mux, errs)
+	h = withConnectGETChecks(errs, h)
 	h = withBodyLimit(cfg.MaxBodyBytes, h)
+	h = withDeadline(cfg.RequestTimeout, h)
 	h = withRecover(cfg.Logger, errs, h)
+	h = withSecurityHeaders(h)
+	h = withCORS(cfg.CORSOrigins, h)
 	h = withAccessLog(cfg.Logger, h)
-	return withRequestID(h), nil
+	return &Service{Handler: withRequestID(h), health: health}, nil
 }
 
 // withJSONMisses answers the requests that no route serves with the service's JSON errors instead of
@@ -60,6 +90,12 @@ func New(cfg Config) (http.Handler, error) {
 // with another method.
 func withJSONMisses(mux *http.ServeMux, errs *errorWriter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every resource has one path: one with dot segments or doubled slashes names nothing (the
+		// mux would redirect it to its clean form, with an HTML body, before any route or key check).
+		if !isCleanPath(r.URL.EscapedPath()) {
+			errs.write(w, r, connect.NewError(connect.CodeNotFound, fmt.Errorf("no route for %s: the path is not in its clean form", r.URL.Path)))
+			return
+		}
 		missHandler, pattern := mux.Handler(r)
 		if pattern != "" {
 			mux.ServeHTTP(w, r) // matches again: only ServeHTTP sets the path values for the route
@@ -72,12 +108,25 @@ func withJSONMisses(mux *http.ServeMux, errs *errorWriter) http.Handler {
 		if miss.status == http.StatusMethodNotAllowed {
 			allow := miss.header.Get("Allow")
 			w.Header().Set("Allow", allow)
-			errs.write(w, r, &httpError{http.StatusMethodNotAllowed,
-				fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow)})
+			errs.write(w, r, newHTTPError(http.StatusMethodNotAllowed, connect.CodeUnimplemented,
+				"method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow))
+			return
+		}
+		if errs.isRPC(r) {
+			errs.write(w, r, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("no procedure %s", r.URL.Path)))
 			return
 		}
 		errs.write(w, r, connect.NewError(connect.CodeNotFound, fmt.Errorf("no route for %s", r.URL.Path)))
 	})
+}
+
+// isCleanPath reports whether p is already in the form path.Clean gives, a trailing slash aside.
+func isCleanPath(p string) bool {
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean == p
 }
 
 // missRecorder keeps the status and headers of the mux's own 404 or 405 answer and drops its body.

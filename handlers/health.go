@@ -4,6 +4,7 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -17,21 +18,26 @@ import (
 // instead of hanging the load balancer's probe.
 const healthTimeout = 2 * time.Second
 
-// storeHealth reports the process ("") and the Users service as healthy while the store answers.
+// storeHealth reports the process ("") and the Users service as healthy while the store answers and
+// the process is not draining for shutdown.
 type storeHealth struct {
-	store store.Store
+	store    store.Store
+	draining atomic.Bool
 }
 
-// serving reports whether the store answers within healthTimeout.
-func (h storeHealth) serving(ctx context.Context) bool {
+// serving reports whether the process takes new requests and the store answers within healthTimeout.
+func (h *storeHealth) serving(ctx context.Context) bool {
+	if h.draining.Load() {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
 	return h.store.Ping(ctx) == nil
 }
 
-var _ grpchealth.Checker = storeHealth{}
+var _ grpchealth.Checker = (*storeHealth)(nil)
 
-func (h storeHealth) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
+func (h *storeHealth) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
 	if req.Service != "" && req.Service != usersv1connect.UsersName {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %q", req.Service))
 	}

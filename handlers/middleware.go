@@ -5,12 +5,17 @@ package handlers
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"time"
+
+	"connectrpc.com/connect"
 )
 
 type requestIDKey struct{}
@@ -126,10 +131,60 @@ func withRecover(logger *slog.Logger, errs *errorWriter, next http.Handler) http
 }
 
 // withBodyLimit caps every request body. A REST handler that reads past the cap answers 413; connect
-// turns the same error into resource_exhausted.
+// turns the same error into resource_exhausted. A body that cannot be read for another reason (it
+// ends before its Content-Length, or its chunks are malformed) is the client's error, not a fault.
 func withBodyLimit(limit int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		r.Body = unreadableBodyIsInvalid{http.MaxBytesReader(w, r.Body, limit)}
 		next.ServeHTTP(w, r)
+	})
+}
+
+// withConnectGETChecks refuses a Connect GET whose base64 message does not decode, as
+// invalid_argument: connect-go v1.21.1 answers it unknown (500), as it does any message it cannot read.
+func withConnectGETChecks(errs *errorWriter, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && errs.isRPC(r) {
+			query := r.URL.Query()
+			if message := query.Get("message"); query.Get("base64") == "1" && !isURLBase64(message) {
+				errs.write(w, r, connect.NewError(connect.CodeInvalidArgument, errors.New("the message parameter is not URL-safe base64")))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isURLBase64 reports whether s decodes as URL-safe base64, padded or not, as connect reads it.
+func isURLBase64(s string) bool {
+	encoding := base64.URLEncoding
+	if len(s)%4 != 0 {
+		encoding = base64.RawURLEncoding
+	}
+	_, err := encoding.DecodeString(s)
+	return err == nil
+}
+
+// unreadableBodyIsInvalid turns a failure to read the request body into invalid_argument (400 on
+// REST), which connect passes through as it is, instead of the unknown (500) it makes of any other
+// read error. The end of the body and the size limit keep their own meaning.
+type unreadableBodyIsInvalid struct{ io.ReadCloser }
+
+func (b unreadableBodyIsInvalid) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	var tooLarge *http.MaxBytesError
+	if err != nil && err != io.EOF && !errors.As(err, &tooLarge) {
+		err = connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("the request body could not be read: %w", err))
+	}
+	return n, err
+}
+
+// withDeadline gives every request's work a deadline, which the store's queries honour: a request
+// cannot hold a connection or the writer for longer, and a client that goes away cancels it at once.
+func withDeadline(timeout time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -36,19 +37,19 @@ func readBody(r *http.Request, accepted ...string) ([]byte, error) {
 	header := r.Header.Get("Content-Type")
 	mediaType, params, err := mime.ParseMediaType(header)
 	if err != nil || !slices.Contains(accepted, mediaType) {
-		return nil, &httpError{http.StatusUnsupportedMediaType,
-			fmt.Sprintf("Content-Type must be %s, got %q", strings.Join(accepted, " or "), header)}
+		return nil, newHTTPError(http.StatusUnsupportedMediaType, connect.CodeInvalidArgument,
+			"Content-Type must be %s, got %q", strings.Join(accepted, " or "), header)
 	}
 	if charset, ok := params["charset"]; ok && !strings.EqualFold(charset, "utf-8") {
-		return nil, &httpError{http.StatusUnsupportedMediaType, fmt.Sprintf("JSON must be UTF-8, got charset %q", charset)}
+		return nil, newHTTPError(http.StatusUnsupportedMediaType, connect.CodeInvalidArgument, "JSON must be UTF-8, got charset %q", charset)
 	}
 	body, err := io.ReadAll(r.Body)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", tooLarge.Limit)}
+		return nil, newHTTPError(http.StatusRequestEntityTooLarge, connect.CodeResourceExhausted, "the body is larger than %d bytes", tooLarge.Limit)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read request body: %w", err)
+		return nil, err // invalid_argument, from withBodyLimit's reader
 	}
 	return body, nil
 }

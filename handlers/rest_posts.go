@@ -36,14 +36,19 @@ func createPostREST(users *Users, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
+		key, err := idempotencyKey(r)
+		if err != nil {
+			return err
+		}
 		post := &usersv1.Post{}
 		if err := decodeBody(r, post); err != nil {
 			return err
 		}
-		res, err := users.CreateUserPost(r.Context(), &usersv1.CreateUserPostRequest{UserId: userID, Post: post})
+		res, replayed, err := users.createUserPost(r.Context(), &usersv1.CreateUserPostRequest{UserId: userID, Post: post, RequestId: key})
 		if err != nil {
 			return err
 		}
+		setReplayed(w, replayed)
 		return writeMessage(w, http.StatusCreated, res.GetPost())
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // collectionQuery is a parsed query string: only known parameters, each at most once.
@@ -24,6 +25,9 @@ func parseCollectionQuery(r *http.Request, allowed ...string) (collectionQuery, 
 		return collectionQuery{}, invalidArgument("malformed query string: %v", err)
 	}
 	for name, vs := range values {
+		if !utf8.ValidString(name) || !utf8.ValidString(strings.Join(vs, "")) {
+			return collectionQuery{}, invalidArgument("query parameter %q is not valid UTF-8", strings.ToValidUTF8(name, "\uFFFD"))
+		}
 		if !slices.Contains(allowed, name) {
 			return collectionQuery{}, invalidArgument("unknown query parameter %q; allowed: %s", name, strings.Join(allowed, ", "))
 		}

@@ -5,6 +5,7 @@ package handlers
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
 	usersv1 "usersd/gen/users/v1"
 )
@@ -32,14 +33,19 @@ func listUsersREST(users *Users, errs *errorWriter) http.Handler {
 
 func createUserREST(users *Users, errs *errorWriter) http.Handler {
 	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
+		key, err := idempotencyKey(r)
+		if err != nil {
+			return err
+		}
 		user := &usersv1.User{}
 		if err := decodeBody(r, user); err != nil {
 			return err
 		}
-		res, err := users.CreateUser(r.Context(), &usersv1.CreateUserRequest{User: user})
+		res, replayed, err := users.createUser(r.Context(), &usersv1.CreateUserRequest{User: user, RequestId: key})
 		if err != nil {
 			return err
 		}
+		setReplayed(w, replayed)
 		w.Header().Set("Location", "/users/"+strconv.Itoa(int(res.GetUser().GetId())))
 		return writeUser(w, http.StatusCreated, res.GetUser())
 	})
@@ -55,6 +61,11 @@ func getUserREST(users *Users, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
+		if value := strings.Join(r.Header.Values("If-None-Match"), ", "); value != "" && noneMatch(value, user.GetEtag()) {
+			w.Header().Set("ETag", user.GetEtag())
+			w.WriteHeader(http.StatusNotModified) // the client's copy is current: no body
+			return nil
+		}
 		return writeUser(w, http.StatusOK, user)
 	})
 }
@@ -69,7 +80,7 @@ func replaceUserREST(users *Users, errs *errorWriter) http.Handler {
 		if err := decodeBody(r, user); err != nil {
 			return err
 		}
-		res, err := users.ReplaceUser(r.Context(), &usersv1.ReplaceUserRequest{Id: id, User: user})
+		res, err := users.ReplaceUser(r.Context(), &usersv1.ReplaceUserRequest{Id: id, User: user, Etag: ifMatch(r)})
 		if err != nil {
 			return err
 		}
@@ -91,7 +102,7 @@ func updateUserREST(users *Users, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		res, err := users.UpdateUser(r.Context(), &usersv1.UpdateUserRequest{Id: id, User: user, UpdateMask: mask})
+		res, err := users.UpdateUser(r.Context(), &usersv1.UpdateUserRequest{Id: id, User: user, UpdateMask: mask, Etag: ifMatch(r)})
 		if err != nil {
 			return err
 		}
@@ -105,7 +116,7 @@ func deleteUserREST(users *Users, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		if _, err := users.DeleteUser(r.Context(), &usersv1.DeleteUserRequest{Id: id}); err != nil {
+		if _, err := users.DeleteUser(r.Context(), &usersv1.DeleteUserRequest{Id: id, Etag: ifMatch(r)}); err != nil {
 			return err
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -119,11 +130,25 @@ func writeUser(w http.ResponseWriter, status int, user *usersv1.User) error {
 	return writeMessage(w, status, user)
 }
 
+// ifMatch returns the request's If-Match value, its header lines joined into one list, which is what
+// the RPCs take in their etag field.
+func ifMatch(r *http.Request) string {
+	return strings.Join(r.Header.Values("If-Match"), ", ")
+}
+
+// setReplayed marks an answer that repeats the kept answer of an idempotency key.
+func setReplayed(w http.ResponseWriter, replayed bool) {
+	if replayed {
+		w.Header().Set(replayedHeader, "true")
+	}
+}
+
 // pathID reads a path segment that must be a positive int32.
 func pathID(r *http.Request, name string) (int32, error) {
 	text := r.PathValue(name)
 	id, err := strconv.ParseInt(text, 10, 32)
-	if err != nil || id <= 0 {
+	// Only the canonical form names a user, so that one resource has one URL: not "+1" or "01".
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != text {
 		return 0, invalidArgument("%s must be a positive integer up to %d, got %q", name, int32(^uint32(0)>>1), text)
 	}
 	return int32(id), nil

@@ -16,33 +16,51 @@ import (
 	"usersd/web"
 )
 
+// compressMinBytes is the smallest RPC answer that is compressed when the client accepts it.
+const compressMinBytes = 4 << 10
+
 func addRoutes(mux *http.ServeMux, d deps) error {
 	users, errs, keys := d.users, d.errs, d.Keys
 	protect := func(h http.Handler) http.Handler { return requireAPIKey(keys, errs, h) }
-	// mountRPC mounts an RPC service and records its path with the error writer, so that the paths
-	// whose errors are written in the RPC protocol are exactly the ones mounted here.
-	mountRPC := func(path string, h http.Handler) {
-		mux.Handle(path, h)
+	// mountRPC mounts each method of an RPC service at its own path, and records the service's path
+	// with the error writer, so that the paths whose errors are written in the RPC protocol are
+	// exactly the ones mounted here. A method that is not mounted is then a miss under an RPC path,
+	// answered unimplemented in the caller's protocol (connect's handler would answer plain text).
+	mountRPC := func(path string, methods map[string]http.Handler) {
+		for method, h := range methods {
+			mux.Handle(path+method, h)
+		}
 		errs.rpcPrefixes = append(errs.rpcPrefixes, path)
 	}
 	rpcOptions := []connect.HandlerOption{
 		connect.WithCodec(jsonCodecs[0]), connect.WithCodec(jsonCodecs[1]),
 		connect.WithReadMaxBytes(int(d.MaxBodyBytes)),
+		// gRPC clients offer gzip on every call; compressing a user of a few hundred bytes costs more
+		// CPU than the bytes it saves, so only answers of a page or more are compressed.
+		connect.WithCompressMinBytes(compressMinBytes),
 		connect.WithInterceptors(sanitizeErrors(d.Logger)),
 	}
 
 	// RPC: gRPC, gRPC-Web and Connect on one handler. Every method that is not marked
 	// NO_SIDE_EFFECTS in the proto changes data and needs a key, so a new RPC is protected by default.
 	usersPath, usersRPC := usersv1connect.NewUsersHandler(users, rpcOptions...)
-	mountRPC(usersPath, usersRPC)
-	for _, procedure := range writeProcedures(usersv1.File_users_v1_users_proto.Services().ByName("Users")) {
-		mux.Handle(procedure, protect(usersRPC))
+	usersMethods := map[string]http.Handler{}
+	for _, m := range rpcMethods(usersv1.File_users_v1_users_proto.Services().ByName("Users")) {
+		usersMethods[m.name] = usersRPC
+		if m.writes {
+			usersMethods[m.name] = protect(usersRPC)
+		}
 	}
-	health := storeHealth{d.Store}
-	mountRPC(grpchealth.NewHandler(health, rpcOptions...))
+	mountRPC(usersPath, usersMethods)
+	healthPath, healthRPC := grpchealth.NewHandler(d.health, rpcOptions...)
+	mountRPC(healthPath, map[string]http.Handler{"Check": healthRPC, "Watch": healthRPC})
 	reflector := grpcreflect.NewStaticReflector(usersv1connect.UsersName, grpchealth.HealthV1ServiceName)
-	mountRPC(grpcreflect.NewHandlerV1(reflector, rpcOptions...))
-	mountRPC(grpcreflect.NewHandlerV1Alpha(reflector, rpcOptions...))
+	for _, newReflection := range []func(*grpcreflect.Reflector, ...connect.HandlerOption) (string, http.Handler){
+		grpcreflect.NewHandlerV1, grpcreflect.NewHandlerV1Alpha,
+	} {
+		reflectionPath, reflection := newReflection(reflector, rpcOptions...)
+		mountRPC(reflectionPath, map[string]http.Handler{"ServerReflectionInfo": reflection})
+	}
 
 	// REST: reads are public, writes need a key.
 	mux.Handle("GET /users", listUsersREST(users, errs))
@@ -55,7 +73,7 @@ func addRoutes(mux *http.ServeMux, d deps) error {
 	mux.Handle("POST /users/{id}/posts", protect(createPostREST(users, errs)))
 
 	// The service's own routes.
-	mux.Handle("GET /health", healthREST(health))
+	mux.Handle("GET /health", healthREST(d.health))
 	mux.Handle("GET /info", infoREST(errs))
 	mux.Handle("POST /echo", echoREST(errs))
 	mux.Handle("GET /private", protect(privateREST(errs)))
@@ -65,16 +83,21 @@ func addRoutes(mux *http.ServeMux, d deps) error {
 	return addStaticRoutes(mux, web.Public)
 }
 
-// writeProcedures lists the procedure paths of the service's methods that may change data.
-func writeProcedures(service protoreflect.ServiceDescriptor) []string {
-	var procedures []string
+// rpcMethod is a method of an RPC service, and whether it may change data.
+type rpcMethod struct {
+	name   string
+	writes bool
+}
+
+// rpcMethods lists the service's methods. Every method that is not marked NO_SIDE_EFFECTS may change
+// data, so a new method needs a key unless the proto says it only reads.
+func rpcMethods(service protoreflect.ServiceDescriptor) []rpcMethod {
+	var out []rpcMethod
 	methods := service.Methods()
 	for i := range methods.Len() {
 		m := methods.Get(i)
 		options, _ := m.Options().(*descriptorpb.MethodOptions)
-		if options.GetIdempotencyLevel() != descriptorpb.MethodOptions_NO_SIDE_EFFECTS {
-			procedures = append(procedures, "/"+string(service.FullName())+"/"+string(m.Name()))
-		}
+		out = append(out, rpcMethod{name: string(m.Name()), writes: options.GetIdempotencyLevel() != descriptorpb.MethodOptions_NO_SIDE_EFFECTS})
 	}
-	return procedures
+	return out
 }

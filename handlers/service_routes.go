@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // healthREST answers exactly {"ok":true} while the store answers, and 503 {"ok":false} otherwise.
-func healthREST(health storeHealth) http.Handler {
+func healthREST(health *storeHealth) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		if !health.serving(r.Context()) {
@@ -46,8 +47,8 @@ func echoREST(errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		if !json.Valid(body) {
-			return invalidArgument("the body is not valid JSON")
+		if !json.Valid(body) || !utf8.Valid(body) { // json.Valid lets invalid UTF-8 through (RFC 8259 §8.1)
+			return invalidArgument("the body is not valid JSON in UTF-8")
 		}
 		return writeJSON(w, http.StatusOK, map[string]json.RawMessage{"youSent": body})
 	})

@@ -2,6 +2,7 @@
 package handlers
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -30,7 +31,19 @@ func addStaticRoutes(mux *http.ServeMux, fsys fs.FS) error {
 		if !isPlainPath(name) {
 			return fmt.Errorf("static file %q: use only letters, digits, '-', '_', '.' and '/' in names", name)
 		}
-		serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFileFS(w, r, fsys, name) })
+		content, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		// The files change only with the binary, so their tag is their content's digest. no-cache
+		// lets browsers keep a copy but ask each time, which a matching tag answers with a 304:
+		// a new release is picked up at once without renaming files.
+		tag := fmt.Sprintf(`"%x"`, sha256.Sum256(content))
+		serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("ETag", tag)
+			w.Header().Set("Cache-Control", "no-cache")
+			http.ServeFileFS(w, r, fsys, name) // answers If-None-Match with 304, sets Content-Type
+		})
 		mux.Handle("GET /"+name, serve) // ServeFileFS redirects .../index.html to .../
 		if path.Base(name) == "index.html" {
 			mux.Handle("GET "+strings.TrimSuffix("/"+name, "index.html")+"{$}", serve)

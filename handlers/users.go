@@ -4,6 +4,9 @@ package handlers
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
@@ -12,14 +15,15 @@ import (
 
 // Users implements the users.v1.Users service on a store.
 type Users struct {
-	store store.Store
+	store  store.Store
+	logger *slog.Logger
 }
 
 var _ usersv1connect.UsersHandler = (*Users)(nil)
 
 // NewUsers returns the Users service on s.
-func NewUsers(s store.Store) *Users {
-	return &Users{store: s}
+func NewUsers(s store.Store, logger *slog.Logger) *Users {
+	return &Users{store: s, logger: logger}
 }
 
 // GetUser returns one user.
@@ -51,19 +55,30 @@ func (u *Users) ListUsers(ctx context.Context, req *usersv1.ListUsersRequest) (*
 	return &usersv1.ListUsersResponse{Users: mapSlice(page.Items, userToProto), TotalCount: clampInt32(page.Total)}, nil
 }
 
-// CreateUser creates a user from the writable fields of req.user.
+// CreateUser creates a user from the writable fields of req.user, once per request_id.
 func (u *Users) CreateUser(ctx context.Context, req *usersv1.CreateUserRequest) (*usersv1.CreateUserResponse, error) {
+	res, replayed, err := u.createUser(ctx, req)
+	markReplayed(ctx, replayed)
+	return res, err
+}
+
+// createUser is CreateUser that also says whether the answer repeats a kept one.
+func (u *Users) createUser(ctx context.Context, req *usersv1.CreateUserRequest) (*usersv1.CreateUserResponse, bool, error) {
 	if req.GetUser() == nil {
-		return nil, invalidArgument("user is required")
+		return nil, false, invalidArgument("user is required")
 	}
 	if err := checkUserFields(req.GetUser()); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	user, err := u.store.CreateUser(ctx, store.NewUser{Name: req.GetUser().GetName(), Role: req.GetUser().GetRole()})
-	if err != nil {
-		return nil, fromStore(err)
+	if err := checkRequestID("request_id", req.GetRequestId()); err != nil {
+		return nil, false, err
 	}
-	return &usersv1.CreateUserResponse{User: userToProto(user)}, nil
+	nu := store.NewUser{Name: req.GetUser().GetName(), Role: req.GetUser().GetRole()}
+	return createOnce(ctx, u, req.GetRequestId(), requestHash("CreateUser", nu.Name, nu.Role),
+		func(created store.User) *usersv1.CreateUserResponse {
+			return &usersv1.CreateUserResponse{User: userToProto(created)}
+		},
+		func(done *store.Completion[store.User]) (store.User, error) { return u.store.CreateUser(ctx, nu, done) })
 }
 
 // ReplaceUser sets every writable field; a role left empty is cleared.
@@ -80,8 +95,12 @@ func (u *Users) ReplaceUser(ctx context.Context, req *usersv1.ReplaceUserRequest
 	if err := checkUserFields(req.GetUser()); err != nil {
 		return nil, err
 	}
+	ifVersion, err := ifMatchVersions(req.GetEtag())
+	if err != nil {
+		return nil, err
+	}
 	name, role := req.GetUser().GetName(), req.GetUser().GetRole()
-	user, err := u.store.UpdateUser(ctx, req.GetId(), store.UserChanges{Name: &name, Role: &role})
+	user, err := u.store.UpdateUser(ctx, req.GetId(), store.UserChanges{Name: &name, Role: &role}, ifVersion)
 	if err != nil {
 		return nil, fromStore(err)
 	}
@@ -100,11 +119,19 @@ func (u *Users) UpdateUser(ctx context.Context, req *usersv1.UpdateUserRequest) 
 	if err != nil {
 		return nil, err
 	}
+	ifVersion, err := ifMatchVersions(req.GetEtag())
+	if err != nil {
+		return nil, err
+	}
 	var user store.User
 	if changes == (store.UserChanges{}) {
-		user, err = u.store.GetUser(ctx, req.GetId()) // nothing to change: no write, no new etag
+		// Nothing to change: no write and no new etag, but the precondition still holds or fails.
+		user, err = u.store.GetUser(ctx, req.GetId())
+		if err == nil && !ifVersion.Allows(user.Version) {
+			err = fmt.Errorf("user %d: %w", user.ID, store.ErrVersionMismatch)
+		}
 	} else {
-		user, err = u.store.UpdateUser(ctx, req.GetId(), changes)
+		user, err = u.store.UpdateUser(ctx, req.GetId(), changes, ifVersion)
 	}
 	if err != nil {
 		return nil, fromStore(err)
@@ -117,7 +144,11 @@ func (u *Users) DeleteUser(ctx context.Context, req *usersv1.DeleteUserRequest) 
 	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
 	}
-	if err := u.store.DeleteUser(ctx, req.GetId()); err != nil {
+	ifVersion, err := ifMatchVersions(req.GetEtag())
+	if err != nil {
+		return nil, err
+	}
+	if err := u.store.DeleteUser(ctx, req.GetId(), ifVersion); err != nil {
 		return nil, fromStore(err)
 	}
 	return &usersv1.DeleteUserResponse{}, nil
@@ -139,29 +170,42 @@ func (u *Users) ListUserPosts(ctx context.Context, req *usersv1.ListUserPostsReq
 	return &usersv1.ListUserPostsResponse{Posts: mapSlice(page.Items, postToProto), TotalCount: clampInt32(page.Total)}, nil
 }
 
-// CreateUserPost adds a post to an existing user.
+// CreateUserPost adds a post to an existing user, once per request_id.
 func (u *Users) CreateUserPost(ctx context.Context, req *usersv1.CreateUserPostRequest) (*usersv1.CreateUserPostResponse, error) {
+	res, replayed, err := u.createUserPost(ctx, req)
+	markReplayed(ctx, replayed)
+	return res, err
+}
+
+// createUserPost is CreateUserPost that also says whether the answer repeats a kept one.
+func (u *Users) createUserPost(ctx context.Context, req *usersv1.CreateUserPostRequest) (*usersv1.CreateUserPostResponse, bool, error) {
 	if err := checkID("user_id", req.GetUserId()); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	p := req.GetPost()
 	if p == nil {
-		return nil, invalidArgument("post is required")
+		return nil, false, invalidArgument("post is required")
 	}
 	if err := checkBodyID("post.user_id", p.GetUserId(), req.GetUserId()); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := checkRequiredText("title", p.GetTitle(), maxTitleLength); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := checkText("body", p.GetBody(), maxBodyLength); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	post, err := u.store.CreatePost(ctx, req.GetUserId(), store.NewPost{Title: p.GetTitle(), Body: p.GetBody()})
-	if err != nil {
-		return nil, fromStore(err)
+	if err := checkRequestID("request_id", req.GetRequestId()); err != nil {
+		return nil, false, err
 	}
-	return &usersv1.CreateUserPostResponse{Post: postToProto(post)}, nil
+	userID, np := req.GetUserId(), store.NewPost{Title: p.GetTitle(), Body: p.GetBody()}
+	return createOnce(ctx, u, req.GetRequestId(), requestHash("CreateUserPost", strconv.Itoa(int(userID)), np.Title, np.Body),
+		func(created store.Post) *usersv1.CreateUserPostResponse {
+			return &usersv1.CreateUserPostResponse{Post: postToProto(created)}
+		},
+		func(done *store.Completion[store.Post]) (store.Post, error) {
+			return u.store.CreatePost(ctx, userID, np, done)
+		})
 }
 
 // checkUserFields checks the writable fields of a user that is created or replaced.

@@ -6,6 +6,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -16,6 +17,13 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrUnavailable means the backend cannot be reached right now; the request may be retried.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrVersionMismatch means a conditional write found the user at a version other than the ones it
+	// was conditioned on; nothing was written.
+	ErrVersionMismatch = errors.New("version mismatch")
+	// ErrRequestInProgress means an idempotency key is held by a request that has not finished.
+	ErrRequestInProgress = errors.New("request in progress")
+	// ErrRequestMismatch means an idempotency key was used before with a different request.
+	ErrRequestMismatch = errors.New("idempotency key used with another request")
 )
 
 // User is a stored user.
@@ -87,21 +95,48 @@ type Page[T any] struct {
 	Total int64
 }
 
-// Store keeps users and posts. Every method is safe for concurrent use; concurrent writes wait for
-// their turn rather than fail.
+// IfVersion is the precondition of a write: the write happens only if the user's current version is
+// one of the listed ones, checked and written in one statement. Nil means no precondition; an empty,
+// non-nil IfVersion matches no version, so the write fails with ErrVersionMismatch if the user exists.
+type IfVersion []int64
+
+// Allows reports whether a user at version passes the precondition.
+func (v IfVersion) Allows(version int64) bool {
+	return v == nil || slices.Contains(v, version)
+}
+
+// Store keeps users, posts and the answers of idempotent requests. Every method is safe for
+// concurrent use; concurrent writes wait for their turn rather than fail.
 type Store interface {
 	GetUser(ctx context.Context, id int32) (User, error)
 	ListUsers(ctx context.Context, q UserQuery) (Page[User], error)
-	CreateUser(ctx context.Context, u NewUser) (User, error)
-	// UpdateUser applies changes atomically and bumps the version, even when changes is empty.
-	UpdateUser(ctx context.Context, id int32, changes UserChanges) (User, error)
-	// DeleteUser removes the user and the user's posts.
-	DeleteUser(ctx context.Context, id int32) error
+	// CreateUser stores a new user with version 1. With a non-nil done, the request that done names
+	// is completed in the same transaction, so either both happen or neither.
+	CreateUser(ctx context.Context, u NewUser, done *Completion[User]) (User, error)
+	// UpdateUser applies changes atomically and bumps the version, even when changes is empty. A user
+	// that exists but fails ifVersion is ErrVersionMismatch; a missing one is ErrNotFound.
+	UpdateUser(ctx context.Context, id int32, changes UserChanges, ifVersion IfVersion) (User, error)
+	// DeleteUser removes the user and the user's posts, with the same precondition as UpdateUser.
+	DeleteUser(ctx context.Context, id int32, ifVersion IfVersion) error
 
 	// ListPosts returns a page of the user's posts by id ascending; ErrNotFound if there is no such user.
 	ListPosts(ctx context.Context, userID int32, offset int64, limit int) (Page[Post], error)
-	// CreatePost adds a post; ErrNotFound if there is no such user.
-	CreatePost(ctx context.Context, userID int32, p NewPost) (Post, error)
+	// CreatePost adds a post; ErrNotFound if there is no such user. done is as for CreateUser.
+	CreatePost(ctx context.Context, userID int32, p NewPost, done *Completion[Post]) (Post, error)
+
+	// BeginRequest starts a request that carries an idempotency key. If no live record holds the key,
+	// it reserves the key and returns the reservation, which the create must complete (or the caller
+	// abandon). Otherwise it returns the kept answer of the completed request with that key and
+	// hash, ErrRequestMismatch if the key was used with another hash, or ErrRequestInProgress if that
+	// request is still running. A reservation older than RequestLease and an answer older than
+	// RequestTTL are as good as gone.
+	BeginRequest(ctx context.Context, key RequestKey, hash []byte) (Reservation, *Answer, error)
+	// AbandonRequest releases a reservation whose request failed, so that it can be retried with the
+	// same key. A reservation that is no longer held is left as it is.
+	AbandonRequest(ctx context.Context, r Reservation) error
+	// DeleteExpiredRequests deletes up to limit records older than RequestTTL and reports how many it
+	// deleted, so that a sweeper can work in short batches that do not hold up requests.
+	DeleteExpiredRequests(ctx context.Context, limit int) (int, error)
 
 	// Ping reports whether the backend answers; it returns an error wrapping ErrUnavailable if not.
 	Ping(ctx context.Context) error

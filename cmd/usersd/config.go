@@ -5,6 +5,7 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,44 +24,130 @@ type config struct {
 	apiKeysFile   string
 	maxBodyBytes  int64
 	shutdownGrace time.Duration
+	// drainDelay is how long health checks say NOT_SERVING before the server stops accepting, so
+	// that load balancers have stopped sending new requests by then.
+	drainDelay  time.Duration
+	corsOrigins []string
+	limits      serverLimits
+}
+
+// serverLimits are the http.Server's protections against slow and greedy clients.
+type serverLimits struct {
+	readHeaderTimeout time.Duration
+	readTimeout       time.Duration
+	writeTimeout      time.Duration
+	idleTimeout       time.Duration
+	maxHeaderBytes    int64
+	requestTimeout    time.Duration // the deadline of each request's work, store queries included
+	http2MaxStreams   int64         // concurrent streams per HTTP/2 connection
+	http2MaxFrameSize int64         // largest HTTP/2 frame the server reads
+}
+
+// settings declares flags whose defaults come from environment variables, and collects the errors
+// of variables that do not parse.
+type settings struct {
+	fs     *flag.FlagSet
+	getenv func(string) string
+	errs   []error
+}
+
+func (s *settings) env(name, fallback string) string {
+	if v := s.getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
+
+func (s *settings) string(p *string, flagName, envName, fallback, usage string) {
+	s.fs.StringVar(p, flagName, s.env(envName, fallback), usage+" (env "+envName+")")
+}
+
+func (s *settings) int64(p *int64, flagName, envName string, fallback int64, usage string) {
+	v, err := strconv.ParseInt(s.env(envName, strconv.FormatInt(fallback, 10)), 10, 64)
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("%s: %w", envName, err))
+	}
+	s.fs.Int64Var(p, flagName, v, usage+" (env "+envName+")")
+}
+
+func (s *settings) duration(p *time.Duration, flagName, envName string, fallback time.Duration, usage string) {
+	v, err := time.ParseDuration(s.env(envName, fallback.String()))
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("%s: %w", envName, err))
+	}
+	s.fs.DurationVar(p, flagName, v, usage+" (env "+envName+")")
 }
 
 // parseConfig reads the flags in args, each defaulting to its environment variable and then to the
 // built-in default.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	fs := flag.NewFlagSet("usersd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	s := &settings{fs: flag.NewFlagSet("usersd", flag.ContinueOnError), getenv: getenv}
+	s.fs.SetOutput(stderr)
 	var cfg config
-	env := func(name, fallback string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return fallback
+	var corsOrigins string
+	l := &cfg.limits
+	s.string(&cfg.addr, "addr", "USERS_ADDR", ":8080", "TCP address to listen on")
+	s.string(&cfg.db, "db", "USERS_DB", "data/users.db", "SQLite file path, :memory:, or a postgres:// URL")
+	s.string(&cfg.apiKeysFile, "api-keys-file", "USERS_API_KEYS_FILE", "", "file with one API key a line; blank lines and lines starting with # are ignored")
+	s.string(&corsOrigins, "cors-origins", "USERS_CORS_ORIGINS", "", "comma-separated origins that browsers may call from (\"*\" for any); none means same origin only")
+	s.int64(&cfg.maxBodyBytes, "max-body-bytes", "USERS_MAX_BODY_BYTES", handlers.DefaultMaxBodyBytes, "largest request body accepted, REST and RPC")
+	s.duration(&cfg.shutdownGrace, "shutdown-grace", "USERS_SHUTDOWN_GRACE", 10*time.Second, "how long requests under way may take to finish on SIGTERM")
+	s.duration(&cfg.drainDelay, "drain-delay", "USERS_DRAIN_DELAY", 0, "how long health checks say NOT_SERVING before the server stops accepting on SIGTERM")
+	s.duration(&l.readHeaderTimeout, "read-header-timeout", "USERS_READ_HEADER_TIMEOUT", 5*time.Second, "time a client has to send a request's headers")
+	s.duration(&l.readTimeout, "read-timeout", "USERS_READ_TIMEOUT", 30*time.Second, "time a client has to send a whole request")
+	s.duration(&l.writeTimeout, "write-timeout", "USERS_WRITE_TIMEOUT", 30*time.Second, "time from a request's headers to the end of its answer")
+	s.duration(&l.idleTimeout, "idle-timeout", "USERS_IDLE_TIMEOUT", 2*time.Minute, "how long an idle keep-alive connection stays open")
+	s.int64(&l.maxHeaderBytes, "max-header-bytes", "USERS_MAX_HEADER_BYTES", 64<<10, "largest request header block")
+	s.duration(&l.requestTimeout, "request-timeout", "USERS_REQUEST_TIMEOUT", 10*time.Second, "deadline of each request's work, store queries included")
+	s.int64(&l.http2MaxStreams, "http2-max-streams", "USERS_HTTP2_MAX_STREAMS", 250, "concurrent streams per HTTP/2 connection")
+	s.int64(&l.http2MaxFrameSize, "http2-max-frame-size", "USERS_HTTP2_MAX_FRAME_SIZE", 1<<20, "largest HTTP/2 frame read, 16384 to 16777215")
+	if len(s.errs) > 0 {
+		return config{}, errors.Join(s.errs...)
 	}
-	maxBody, err := strconv.ParseInt(env("USERS_MAX_BODY_BYTES", strconv.Itoa(handlers.DefaultMaxBodyBytes)), 10, 64)
-	if err != nil {
-		return config{}, fmt.Errorf("USERS_MAX_BODY_BYTES: %w", err)
-	}
-	grace, err := time.ParseDuration(env("USERS_SHUTDOWN_GRACE", "10s"))
-	if err != nil {
-		return config{}, fmt.Errorf("USERS_SHUTDOWN_GRACE: %w", err)
-	}
-	fs.StringVar(&cfg.addr, "addr", env("USERS_ADDR", ":8080"), "TCP address to listen on (env USERS_ADDR)")
-	fs.StringVar(&cfg.db, "db", env("USERS_DB", "data/users.db"), "SQLite file path or :memory: (env USERS_DB)")
-	fs.StringVar(&cfg.apiKeysFile, "api-keys-file", env("USERS_API_KEYS_FILE", ""),
-		"file with one API key a line; blank lines and lines starting with # are ignored (env USERS_API_KEYS_FILE)")
-	fs.Int64Var(&cfg.maxBodyBytes, "max-body-bytes", maxBody, "largest request body accepted, REST and RPC (env USERS_MAX_BODY_BYTES)")
-	fs.DurationVar(&cfg.shutdownGrace, "shutdown-grace", grace, "how long requests under way may take to finish on SIGTERM (env USERS_SHUTDOWN_GRACE)")
-	if err := fs.Parse(args); err != nil {
+	if err := s.fs.Parse(args); err != nil {
 		return config{}, err
 	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	if s.fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", s.fs.Args())
 	}
-	if cfg.maxBodyBytes <= 0 {
-		return config{}, fmt.Errorf("max body bytes must be positive, got %d", cfg.maxBodyBytes)
+	for origin := range strings.SplitSeq(corsOrigins, ",") {
+		if origin = strings.TrimSpace(origin); origin != "" {
+			cfg.corsOrigins = append(cfg.corsOrigins, origin)
+		}
 	}
-	return cfg, nil
+	return cfg, cfg.check()
+}
+
+// check rejects settings that cannot work.
+func (cfg config) check() error {
+	l := cfg.limits
+	var errs []error
+	for _, c := range []struct {
+		name  string
+		value int64
+	}{{"max-body-bytes", cfg.maxBodyBytes}, {"max-header-bytes", l.maxHeaderBytes}, {"http2-max-streams", l.http2MaxStreams}} {
+		if c.value <= 0 {
+			errs = append(errs, fmt.Errorf("-%s must be positive, got %d", c.name, c.value))
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		value time.Duration
+	}{
+		{"shutdown-grace", cfg.shutdownGrace}, {"read-header-timeout", l.readHeaderTimeout}, {"read-timeout", l.readTimeout},
+		{"write-timeout", l.writeTimeout}, {"idle-timeout", l.idleTimeout}, {"request-timeout", l.requestTimeout},
+	} {
+		if c.value <= 0 {
+			errs = append(errs, fmt.Errorf("-%s must be positive, got %s", c.name, c.value))
+		}
+	}
+	if cfg.drainDelay < 0 {
+		errs = append(errs, fmt.Errorf("-drain-delay must not be negative, got %s", cfg.drainDelay))
+	}
+	if l.http2MaxFrameSize < 16<<10 || l.http2MaxFrameSize > 1<<24-1 {
+		errs = append(errs, fmt.Errorf("-http2-max-frame-size must be from 16384 to 16777215 (RFC 9113), got %d", l.http2MaxFrameSize))
+	}
+	return errors.Join(errs...)
 }
 
 // loadAPIKeys gathers the keys of USERS_API_KEYS (comma-separated) and of the keys file. There is

@@ -692,8 +692,21 @@ func TestRPCConnectGetReadsWithoutSideEffects(t *testing.T) {
 	})
 }
 
-// rpcConnectErrorCode returns the code of a Connect error body {"code": ..., "message": ...}.
+// rpcConnectErrorCode returns the code of a Connect error body {"code": ..., "message": ...} and
+// checks that its message leaks nothing.
 func rpcConnectErrorCode(t *testing.T, body []byte) string {
+	t.Helper()
+	code, message := connectErrorBody(t, body)
+	for _, w := range rpcLeakWords {
+		if strings.Contains(strings.ToLower(message), w) {
+			t.Errorf("error message %q contains %q", message, w)
+		}
+	}
+	return code
+}
+
+// connectErrorBody reads a Connect error body {"code": ..., "message": ...}.
+func connectErrorBody(t *testing.T, body []byte) (code, message string) {
 	t.Helper()
 	var e struct {
 		Code    string `json:"code"`
@@ -702,12 +715,7 @@ func rpcConnectErrorCode(t *testing.T, body []byte) string {
 	if err := json.Unmarshal(body, &e); err != nil || e.Code == "" {
 		t.Fatalf("body %q is not a Connect error: %v", body, err)
 	}
-	for _, w := range rpcLeakWords {
-		if strings.Contains(strings.ToLower(e.Message), w) {
-			t.Errorf("error message %q contains %q", e.Message, w)
-		}
-	}
-	return e.Code
+	return e.Code, e.Message
 }
 
 func TestRPCUserIsTheSameOnEveryProtocol(t *testing.T) {
@@ -980,21 +988,8 @@ func TestRPCHealthCheck(t *testing.T) {
 	s := startServer(t)
 	for _, service := range []string{"", "users.v1.Users"} {
 		t.Run(fmt.Sprintf("a raw gRPC Check of service %q answers status SERVING (1)", service), func(t *testing.T) {
-			var msg []byte
-			if service != "" {
-				msg = protowire.AppendTag(msg, 1, protowire.BytesType) // service
-				msg = protowire.AppendString(msg, service)
-			}
-			answers := s.rpcRawGRPC(t, "/grpc.health.v1.Health/Check", msg)
-			if len(answers) != 1 {
-				t.Fatalf("%d response messages, want 1", len(answers))
-			}
-			num, typ, n := protowire.ConsumeTag(answers[0])
-			if n < 0 || num != 1 || typ != protowire.VarintType {
-				t.Fatalf("response % x does not start with the varint field status", answers[0])
-			}
-			if status, m := protowire.ConsumeVarint(answers[0][n:]); m < 0 || status != 1 || n+m != len(answers[0]) {
-				t.Fatalf("response % x: status %d, want only SERVING (1)", answers[0], status)
+			if status := grpcHealthStatusOf(t, s, service); status != 1 {
+				t.Fatalf("status %d, want SERVING (1)", status)
 			}
 		})
 	}

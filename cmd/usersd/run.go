@@ -9,11 +9,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"usersd/handlers"
+	"usersd/store"
 	"usersd/store/sqlstore"
 )
+
+// userCacheSize bounds the users kept in memory on SQLite: about 300 bytes each.
+const userCacheSize = 10_000
 
 // run serves until ctx is cancelled, then drains requests under way and closes the store last.
 // Logs go to stdout as JSON lines; the first line about the listener says which address it took.
@@ -34,26 +39,44 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer st.Close() // after the server has drained: requests under way still need it
 
-	handler, err := handlers.New(handlers.Config{Store: st, Keys: keys, Logger: logger, MaxBodyBytes: cfg.maxBodyBytes})
+	// On SQLite this process is the only writer, so hot users can be served from memory; on a
+	// PostgreSQL that replicas share, another process's write could not invalidate them.
+	var data store.Store = st
+	if !st.Shared() {
+		data = store.WithUserCache(st, userCacheSize)
+	}
+	service, err := handlers.New(handlers.Config{
+		Store: data, Keys: keys, Logger: logger, MaxBodyBytes: cfg.maxBodyBytes,
+		RequestTimeout: cfg.limits.requestTimeout, CORSOrigins: cfg.corsOrigins,
+	})
 	if err != nil {
 		return err
 	}
-	srv := newServer(handler, logger)
+	srv := newServer(service, cfg.limits, logger)
 
 	listener, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
-	logger.Info("listening", "addr", listener.Addr().String(), "db", cfg.db, "api_keys", keys.Len())
+	logger.Info("listening", "addr", listener.Addr().String(), "db", redactDSN(cfg.db), "api_keys", keys.Len())
+
+	sweepCtx, stopSweeping := context.WithCancel(ctx)
+	defer stopSweeping()
+	go sweepExpiredRequests(sweepCtx, st, sweepInterval, logger)
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(listener) }()
+	go func() { served <- srv.Serve(coalescingListener{listener}) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 
+	// Health says NOT_SERVING first, while every route still works, so that load balancers move new
+	// requests elsewhere; then the server stops accepting and lets requests under way finish.
+	service.Drain()
+	logger.Info("draining", "delay", cfg.drainDelay.String())
+	time.Sleep(cfg.drainDelay)
 	logger.Info("shutting down", "grace", cfg.shutdownGrace.String())
 	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
 	defer cancel()
@@ -67,18 +90,38 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
+// redactDSN hides the password of a database URL, given in its user part or as a parameter, so
+// that it never reaches a log.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme == "" {
+		return dsn // a file path
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
 // newServer returns the one server: HTTP/1.1 and unencrypted HTTP/2 (h2c with prior knowledge) on the
 // same port, so gRPC needs no TLS and no second listener.
-func newServer(handler http.Handler, logger *slog.Logger) *http.Server {
+func newServer(handler http.Handler, limits serverLimits, logger *slog.Logger) *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Handler:           handler,
 		Protocols:         &protocols,
-		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ReadHeaderTimeout: limits.readHeaderTimeout,
+		ReadTimeout:       limits.readTimeout,
+		WriteTimeout:      limits.writeTimeout,
+		IdleTimeout:       limits.idleTimeout,
+		MaxHeaderBytes:    int(limits.maxHeaderBytes),
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: int(limits.http2MaxStreams),
+			MaxReadFrameSize:     int(limits.http2MaxFrameSize),
+		},
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 }

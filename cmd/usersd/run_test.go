@@ -3,10 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"usersd/store/storetest"
 )
 
 func TestARestartKeepsEveryUserAndPost(t *testing.T) {
@@ -110,5 +113,93 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 		if _, err := parseConfig(bad, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("parseConfig(%q) accepted bad arguments", bad)
 		}
+	}
+}
+
+// TestServerLimitSettings pins the documented defaults of every limit and checks that each can be
+// set by variable and by flag, and that settings that cannot work are refused at start.
+func TestServerLimitSettings(t *testing.T) {
+	none := func(string) string { return "" }
+	defaults, err := parseConfig(nil, none, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := serverLimits{
+		readHeaderTimeout: 5 * time.Second, readTimeout: 30 * time.Second, writeTimeout: 30 * time.Second,
+		idleTimeout: 2 * time.Minute, maxHeaderBytes: 64 << 10, requestTimeout: 10 * time.Second,
+		http2MaxStreams: 250, http2MaxFrameSize: 1 << 20,
+	}
+	if defaults.limits != want || defaults.drainDelay != 0 || defaults.corsOrigins != nil {
+		t.Fatalf("defaults: %+v, drain %s, cors %q; want %+v, 0s, none", defaults.limits, defaults.drainDelay, defaults.corsOrigins, want)
+	}
+	env := map[string]string{"USERS_READ_TIMEOUT": "7s", "USERS_HTTP2_MAX_STREAMS": "8", "USERS_CORS_ORIGINS": " https://a.example ,https://b.example,"}
+	cfg, err := parseConfig([]string{"-request-timeout", "3s", "-drain-delay", "1s"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.limits.readTimeout != 7*time.Second || cfg.limits.http2MaxStreams != 8 || cfg.limits.requestTimeout != 3*time.Second ||
+		cfg.drainDelay != time.Second || len(cfg.corsOrigins) != 2 || cfg.corsOrigins[0] != "https://a.example" {
+		t.Fatalf("from variables and flags: %+v", cfg)
+	}
+	for _, bad := range [][]string{
+		{"-http2-max-frame-size", "1000"}, {"-http2-max-frame-size", "16777216"}, {"-request-timeout", "0s"},
+		{"-drain-delay", "-1s"}, {"-max-header-bytes", "0"}, {"-read-header-timeout", "-5s"},
+	} {
+		if _, err := parseConfig(bad, none, io.Discard); err == nil {
+			t.Errorf("parseConfig(%q) accepted a setting that cannot work", bad)
+		}
+	}
+	if _, err := parseConfig(nil, func(k string) string { return map[string]string{"USERS_IDLE_TIMEOUT": "often"}[k] }, io.Discard); err == nil {
+		t.Error("an unparseable USERS_IDLE_TIMEOUT was accepted")
+	}
+}
+
+// TestTheRequestDeadlineReachesTheStore locks the users table in PostgreSQL from outside, so that a
+// create waits for it: the request's deadline cancels the query in the database, the client gets 504
+// promptly, and once the lock is gone nothing of the timed-out create is left.
+func TestTheRequestDeadlineReachesTheStore(t *testing.T) {
+	dsn := storetest.PostgresSchema(t)
+	s := startServerOn(t, dsn, map[string]string{"USERS_REQUEST_TIMEOUT": "300ms"})
+	s.createUser(t, "before the lock", "")
+	db := storetest.OpenPostgres(t, dsn)
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`LOCK TABLE users IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for _, req := range []request{
+		{method: "POST", path: "/users", header: jsonBody, body: `{"name":"waits"}`, key: true},
+		{method: "GET", path: "/users"},
+	} {
+		res := s.do(t, http1Client, req)
+		if res.status != http.StatusGatewayTimeout || res.errorMessage(t) != "the request took too long" {
+			t.Fatalf("%s %s behind a held lock: %d %s, want 504", req.method, req.path, res.status, res.body)
+		}
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("two requests with a 300ms deadline took %s: the deadline did not stop their queries", waited)
+	}
+	// The driver cancels a query by a separate cancel request, which the server acts on shortly
+	// after; give it a moment, far less than the lock would be held.
+	for waiting, deadline := 1, time.Now().Add(3*time.Second); waiting > 0; time.Sleep(50 * time.Millisecond) {
+		err := db.QueryRow(`SELECT COUNT(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%users%'`).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 && time.Now().After(deadline) {
+			t.Fatalf("%d queries still wait for the lock 3s after their requests timed out: they were not cancelled", waiting)
+		}
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	s.createUser(t, "after the lock", "")
+	if n := userCount(t, s); n != "2" {
+		t.Fatalf("%s users, want 2: the timed-out create must leave nothing", n)
 	}
 }

@@ -96,7 +96,7 @@ func TestServiceRoutes(t *testing.T) {
 
 			t.Run("the page is served at the root", func(t *testing.T) {
 				res := s.do(t, c, request{method: "GET", path: "/"})
-				if res.status != 200 || !strings.HasPrefix(res.header.Get("Content-Type"), "text/html") || !strings.Contains(string(res.body), "<title>usersd</title>") {
+				if res.status != 200 || !strings.HasPrefix(res.header.Get("Content-Type"), "text/html") || !strings.Contains(string(res.body), "<title>Users · usersd</title>") {
 					t.Fatalf("%d %s %.80s", res.status, res.header.Get("Content-Type"), res.body)
 				}
 				index := s.do(t, c, request{method: "GET", path: "/index.html"}) // redirected to "/", which the client follows

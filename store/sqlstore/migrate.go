@@ -3,7 +3,9 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -14,13 +16,6 @@ import (
 
 //go:embed migrations
 var migrationFiles embed.FS
-
-// dialect holds what differs between SQL backends.
-type dialect struct {
-	name string
-	// migrationsDir holds files named NNNN_description.sql, applied in the order of NNNN.
-	migrationsDir string
-}
 
 type migration struct {
 	version int
@@ -58,43 +53,58 @@ func (d *dialect) migrations() ([]migration, error) {
 
 // migrate applies every migration that the database has not seen yet. Each runs in its own
 // transaction together with the row that records it, so a failed migration leaves nothing behind
-// and two processes starting at once cannot both apply it (the writer's BEGIN IMMEDIATE serialises
-// them).
-func (s *Store) migrate(ctx context.Context) error {
+// and the data before it stays as it was. Processes that start at once (replicas) take turns under
+// the dialect's migration lock, so only the first applies a migration and the others see it applied.
+func (s *Store) migrate(ctx context.Context) (err error) {
 	ms, err := s.dialect.migrations()
 	if err != nil {
 		return err
 	}
-	if _, err := s.writer.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	conn, err := s.writer.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	unlock, err := s.dialect.lockMigrations(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("take the migration lock: %w", err)
+	}
+	defer func() {
+		if unlockErr := unlock(); unlockErr != nil {
+			err = errors.Join(err, fmt.Errorf("release the migration lock: %w", unlockErr))
+		}
+	}()
+
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY,
 		name TEXT NOT NULL,
-		applied_at INTEGER NOT NULL
+		applied_at BIGINT NOT NULL
 	)`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	for _, m := range ms {
-		if err := s.apply(ctx, m); err != nil {
+		if err := s.apply(ctx, conn, m); err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)
 		}
 	}
 	return nil
 }
 
-func (s *Store) apply(ctx context.Context, m migration) error {
-	tx, err := s.writer.BeginTx(ctx, nil)
+func (s *Store) apply(ctx context.Context, conn *sql.Conn, m migration) error {
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
 	var applied bool
-	err = tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?)`, m.version).Scan(&applied)
+	err = tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.version).Scan(&applied)
 	if err != nil || applied {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
 		m.version, m.name, micros(s.now())); err != nil {
 		return err
 	}

@@ -23,20 +23,21 @@ func scanPost(row scanner) (store.Post, error) {
 }
 
 // ListPosts returns one page of the user's posts by id ascending, and how many the user has.
-func (s *Store) ListPosts(ctx context.Context, userID int32, offset int64, limit int) (store.Page[store.Post], error) {
+func (s *Store) ListPosts(ctx context.Context, userID int32, offset int64, limit int) (_ store.Page[store.Post], err error) {
+	defer s.classify(&err)
 	var page store.Page[store.Post]
-	err := s.inReadTx(ctx, func(tx *sql.Tx) error {
+	err = s.inReadTx(ctx, func(tx *sql.Tx) error {
 		var exists bool
-		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE id = ?)`, userID).Scan(&exists); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE id = $1)`, userID).Scan(&exists); err != nil {
 			return fmt.Errorf("find user %d: %w", userID, err)
 		}
 		if !exists {
 			return fmt.Errorf("user %d %w", userID, store.ErrNotFound)
 		}
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM posts WHERE user_id = ?`, userID).Scan(&page.Total); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM posts WHERE user_id = $1`, userID).Scan(&page.Total); err != nil {
 			return fmt.Errorf("count posts of user %d: %w", userID, err)
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+postColumns+` FROM posts WHERE user_id = ? ORDER BY id LIMIT ? OFFSET ?`,
+		rows, err := tx.QueryContext(ctx, `SELECT `+postColumns+` FROM posts WHERE user_id = $1 ORDER BY id LIMIT $2 OFFSET $3`,
 			userID, limit, offset)
 		if page.Items, err = rowsOf(rows, err, scanPost); err != nil {
 			return fmt.Errorf("list posts of user %d: %w", userID, err)
@@ -46,20 +47,30 @@ func (s *Store) ListPosts(ctx context.Context, userID int32, offset int64, limit
 	return page, err
 }
 
-// CreatePost inserts the post only if its user exists, checked in the same statement, so that a
-// concurrent delete of the user cannot leave an orphan.
-func (s *Store) CreatePost(ctx context.Context, userID int32, np store.NewPost) (store.Post, error) {
-	row := s.writer.QueryRowContext(ctx,
-		`INSERT INTO posts (user_id, title, body, created_at)
-		 SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM users WHERE id = ?)
-		 RETURNING `+postColumns,
-		userID, np.Title, np.Body, micros(s.now()), userID)
-	p, err := scanPost(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Post{}, fmt.Errorf("user %d %w", userID, store.ErrNotFound)
-	}
-	if err != nil {
-		return store.Post{}, fmt.Errorf("insert post for user %d: %w", userID, err)
-	}
-	return p, nil
+// CreatePost inserts the post only if its user exists, checked in the same statement (and by the
+// foreign key), so that a concurrent delete of the user cannot leave an orphan; done, if any,
+// completes in the same transaction.
+func (s *Store) CreatePost(ctx context.Context, userID int32, np store.NewPost, done *store.Completion[store.Post]) (_ store.Post, err error) {
+	defer s.classify(&err)
+	var p store.Post
+	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
+		row := tx.QueryRowContext(ctx,
+			`INSERT INTO posts (user_id, title, body, created_at)
+			 SELECT CAST($1 AS INTEGER), CAST($2 AS TEXT), CAST($3 AS TEXT), CAST($4 AS BIGINT)
+			 WHERE EXISTS (SELECT 1 FROM users WHERE id = $1)
+			 RETURNING `+postColumns,
+			userID, np.Title, np.Body, micros(s.now()))
+		var err error
+		p, err = scanPost(row)
+		// No row: the user did not exist. A foreign key violation: it existed when the statement
+		// looked, but a concurrent delete committed first (PostgreSQL, under READ COMMITTED).
+		if errors.Is(err, sql.ErrNoRows) || err != nil && s.dialect.foreignKeyViolation(err) {
+			return fmt.Errorf("user %d %w", userID, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("insert post for user %d: %w", userID, err)
+		}
+		return complete(ctx, tx, done, p)
+	})
+	return p, err
 }

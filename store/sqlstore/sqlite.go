@@ -2,6 +2,7 @@
 package sqlstore
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -11,12 +12,52 @@ import (
 	"runtime"
 	"strings"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver (pure Go, no cgo)
+	"modernc.org/sqlite" // registers the "sqlite" database/sql driver (pure Go, no cgo)
 )
 
 var sqliteDialect = dialect{
 	name:          "sqlite",
 	migrationsDir: "migrations/sqlite",
+	// A read transaction in WAL mode reads one snapshot from its first read to its end.
+	snapshot: sql.TxOptions{ReadOnly: true},
+	// Nothing to take: the migrations run on the one writer connection, whose BEGIN IMMEDIATE
+	// already makes processes on the same file take turns.
+	lockMigrations: func(context.Context, *sql.Conn) (func() error, error) {
+		return func() error { return nil }, nil
+	},
+	unavailable: func(err error) bool {
+		code, ok := sqliteCode(err)
+		return ok && (code&0xff == sqliteBusy || code&0xff == sqliteLocked) // held past the busy timeout
+	},
+	foreignKeyViolation: func(err error) bool {
+		code, ok := sqliteCode(err)
+		return ok && code == sqliteConstraintForeignKey
+	},
+	// One row read instead of a scan of every user: triggers keep the counts (migration 0003). SQLite
+	// has one writer anyway, so the rows every write updates cost no concurrency.
+	countUsers: func(role string) (string, []any) {
+		scope := "all"
+		if role != "" {
+			scope = "role:" + role
+		}
+		return `SELECT COALESCE((SELECT n FROM user_counts WHERE scope = $1), 0)`, []any{scope}
+	},
+}
+
+// SQLite result codes (https://sqlite.org/rescode.html); extended codes keep the primary code in
+// their low byte.
+const (
+	sqliteBusy                 = 5
+	sqliteLocked               = 6
+	sqliteConstraintForeignKey = 787
+)
+
+func sqliteCode(err error) (int, bool) {
+	var sqliteErr *sqlite.Error
+	if !errors.As(err, &sqliteErr) {
+		return 0, false
+	}
+	return sqliteErr.Code(), true
 }
 
 // sqliteSettings apply to every connection. WAL lets readers run while one writer writes;

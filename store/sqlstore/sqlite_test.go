@@ -2,8 +2,10 @@ package sqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"usersd/store"
 	"usersd/store/sqlstore"
@@ -11,19 +13,21 @@ import (
 )
 
 func TestSQLiteFileConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
-		return open(t, filepath.Join(t.TempDir(), "users.db"))
+	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+		return open(t, filepath.Join(t.TempDir(), "users.db"), sqlstore.WithClock(now))
 	})
 }
 
 func TestSQLiteInMemoryConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return open(t, ":memory:") })
+	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+		return open(t, ":memory:", sqlstore.WithClock(now))
+	})
 }
 
 func TestReopeningAFileKeepsItsData(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "nested", "users.db")
 	first := open(t, path)
-	u, err := first.CreateUser(context.Background(), store.NewUser{Name: "persistent"})
+	u, err := first.CreateUser(context.Background(), store.NewUser{Name: "persistent"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,11 +51,46 @@ func TestOpenRejectsAmbiguousPaths(t *testing.T) {
 	}
 }
 
-func open(t *testing.T, dsn string) *sqlstore.Store {
+func open(t *testing.T, dsn string, opts ...sqlstore.Option) *sqlstore.Store {
 	t.Helper()
-	s, err := sqlstore.Open(context.Background(), dsn)
+	s, err := sqlstore.Open(context.Background(), dsn, opts...)
 	if err != nil {
 		t.Fatalf("open %s: %v", dsn, err)
 	}
 	return s
+}
+
+// TestTheCountsMigrationCountsExistingUsers upgrades a database that predates the count table (as
+// one made before migration 0003 would be): the migration must count the users already there.
+func TestTheCountsMigrationCountsExistingUsers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.db")
+	s := open(t, path)
+	for _, role := range []string{"admin", "admin", "reader", ""} {
+		if _, err := s.CreateUser(context.Background(), store.NewUser{Name: "existing", Role: role}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, undo := range []string{ // back to the schema before 0003, data kept
+		`DROP TRIGGER users_count_insert`, `DROP TRIGGER users_count_delete`, `DROP TRIGGER users_count_role`,
+		`DROP TABLE user_counts`, `DELETE FROM schema_migrations WHERE version = 3`,
+	} {
+		if _, err := db.Exec(undo); err != nil {
+			t.Fatalf("%s: %v", undo, err)
+		}
+	}
+	db.Close()
+
+	upgraded := open(t, path)
+	defer upgraded.Close()
+	for role, want := range map[string]int64{"": 4, "admin": 2, "reader": 1} {
+		page, err := upgraded.ListUsers(context.Background(), store.UserQuery{Role: role, Limit: 1})
+		if err != nil || page.Total != want {
+			t.Errorf("after the upgrade, total for role %q: %d, %v; want %d", role, page.Total, err, want)
+		}
+	}
 }

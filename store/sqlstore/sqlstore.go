@@ -7,7 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
+	"strconv"
 	"time"
 
 	"usersd/store"
@@ -28,21 +28,36 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// Open opens the database that dsn names, creating it and its schema if needed, and brings the
-// schema up to date. dsn is a SQLite file path or ":memory:".
-func Open(ctx context.Context, dsn string) (*Store, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		return nil, errors.New(`PostgreSQL URLs are not supported by this build yet: give a SQLite file path or ":memory:"`)
+// Option changes how Open sets up a Store.
+type Option func(*Store)
+
+// WithClock makes the store read the time from now instead of the system clock, so that tests can
+// move time forward (to expire idempotency records, for example).
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = func() time.Time { return now().UTC().Truncate(time.Microsecond) } }
+}
+
+// Open opens the database that dsn names and brings its schema up to date. dsn is a PostgreSQL URL
+// (postgres://...), or a SQLite file path (the file and its folder are created if needed) or
+// ":memory:".
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	s := &Store{}
+	if isPostgresURL(dsn) {
+		db, err := openPostgres(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		s.dialect, s.reader, s.writer = &postgresDialect, db, db
+	} else {
+		reader, writer, err := openSQLite(dsn)
+		if err != nil {
+			return nil, err
+		}
+		s.dialect, s.reader, s.writer = &sqliteDialect, reader, writer
 	}
-	reader, writer, err := openSQLite(dsn)
-	if err != nil {
-		return nil, err
-	}
-	s := &Store{
-		dialect: &sqliteDialect,
-		reader:  reader,
-		writer:  writer,
-		now:     func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
+	WithClock(time.Now)(s)
+	for _, opt := range opts {
+		opt(s)
 	}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
@@ -51,12 +66,30 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
+// Shared reports whether other processes may write to the same database (PostgreSQL, shared by
+// replicas), so that nothing read from it may be kept in memory. A SQLite file has one writer: this
+// process.
+func (s *Store) Shared() bool { return s.dialect == &postgresDialect }
+
 // Ping reports whether the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.reader.PingContext(ctx); err != nil {
 		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 	}
 	return nil
+}
+
+// classify marks an error that means the database cannot be reached right now with
+// store.ErrUnavailable, so that the client is told to retry rather than shown a fault. Every method
+// that talks to the database defers it on its error.
+func (s *Store) classify(err *error) {
+	switch {
+	case *err == nil, errors.Is(*err, store.ErrUnavailable):
+	case errors.Is(*err, context.Canceled), errors.Is(*err, context.DeadlineExceeded):
+		// The request ended (the client left, or its deadline passed), not the database.
+	case s.dialect.unavailable(*err):
+		*err = fmt.Errorf("%w: %w", store.ErrUnavailable, *err)
+	}
 }
 
 // Close closes every connection; it waits for queries under way to finish.
@@ -71,7 +104,7 @@ func (s *Store) Close() error {
 // inReadTx runs fn in one read transaction, so that what it reads (a page and its total) is one
 // consistent snapshot.
 func (s *Store) inReadTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := s.reader.BeginTx(ctx, &s.dialect.snapshot)
 	if err != nil {
 		return err
 	}
@@ -81,6 +114,23 @@ func (s *Store) inReadTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	return tx.Commit()
 }
+
+// inWriteTx runs fn in one write transaction: everything it writes is committed together or not at all.
+func (s *Store) inWriteTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// placeholder is the n-th query parameter, numbered from 1: "$n", the form PostgreSQL takes and
+// the SQLite driver binds by the same number.
+func placeholder(n int) string { return "$" + strconv.Itoa(n) }
 
 // micros and fromMicros convert between time.Time and the stored form: Unix microseconds, UTC.
 func micros(t time.Time) int64 { return t.UnixMicro() }

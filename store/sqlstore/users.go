@@ -33,8 +33,9 @@ func userResult(row *sql.Row, id int32) (store.User, error) {
 }
 
 // GetUser returns the user with the given id.
-func (s *Store) GetUser(ctx context.Context, id int32) (store.User, error) {
-	row := s.reader.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = ?`, id)
+func (s *Store) GetUser(ctx context.Context, id int32) (_ store.User, err error) {
+	defer s.classify(&err)
+	row := s.reader.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id)
 	return userResult(row, id)
 }
 
@@ -68,21 +69,24 @@ func orderBy(keys []store.SortKey) (string, error) {
 
 // ListUsers returns one page of the users that q selects and how many it selects in all, both read
 // from one snapshot.
-func (s *Store) ListUsers(ctx context.Context, q store.UserQuery) (store.Page[store.User], error) {
+func (s *Store) ListUsers(ctx context.Context, q store.UserQuery) (_ store.Page[store.User], err error) {
+	defer s.classify(&err)
 	order, err := orderBy(q.Sort)
 	if err != nil {
 		return store.Page[store.User]{}, err
 	}
 	where, args := "", []any{}
 	if q.Role != "" {
-		where, args = ` WHERE role = ?`, append(args, q.Role)
+		where, args = ` WHERE role = $1`, append(args, q.Role)
 	}
+	countQuery, countArgs := s.dialect.countUsers(q.Role)
+	limit, offset := placeholder(len(args)+1), placeholder(len(args)+2)
 	var page store.Page[store.User]
 	err = s.inReadTx(ctx, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM users`+where, args...).Scan(&page.Total); err != nil {
+		if err := tx.QueryRowContext(ctx, countQuery, countArgs...).Scan(&page.Total); err != nil {
 			return fmt.Errorf("count users: %w", err)
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+userColumns+` FROM users`+where+` ORDER BY `+order+` LIMIT ? OFFSET ?`,
+		rows, err := tx.QueryContext(ctx, `SELECT `+userColumns+` FROM users`+where+` ORDER BY `+order+` LIMIT `+limit+` OFFSET `+offset,
 			append(args, q.Limit, q.Offset)...)
 		page.Items, err = rowsOf(rows, err, scanUser)
 		if err != nil {
@@ -93,32 +97,48 @@ func (s *Store) ListUsers(ctx context.Context, q store.UserQuery) (store.Page[st
 	return page, err
 }
 
-// CreateUser stores a new user with version 1.
-func (s *Store) CreateUser(ctx context.Context, nu store.NewUser) (store.User, error) {
-	now := micros(s.now())
+// CreateUser stores a new user with version 1 and completes done, if any, in the same transaction.
+func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Completion[store.User]) (_ store.User, err error) {
+	defer s.classify(&err)
+	var u store.User
+	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
+		now := micros(s.now())
+		row := tx.QueryRowContext(ctx,
+			`INSERT INTO users (name, role, created_at, updated_at, version) VALUES ($1, $2, $3, $3, 1) RETURNING `+userColumns,
+			nu.Name, nu.Role, now)
+		var err error
+		if u, err = scanUser(row); err != nil {
+			return fmt.Errorf("insert user: %w", err)
+		}
+		return complete(ctx, tx, done, u)
+	})
+	return u, err
+}
+
+// UpdateUser sets the fields that changes names in one statement, so that two concurrent updates of
+// different fields both take effect, and so that the version check and the write are one step.
+func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChanges, ifVersion store.IfVersion) (_ store.User, err error) {
+	defer s.classify(&err)
+	condition, conditionArgs := versionCondition(ifVersion, 5)
 	row := s.writer.QueryRowContext(ctx,
-		`INSERT INTO users (name, role, created_at, updated_at, version) VALUES (?, ?, ?, ?, 1) RETURNING `+userColumns,
-		nu.Name, nu.Role, now, now)
+		`UPDATE users SET name = COALESCE($1, name), role = COALESCE($2, role), updated_at = $3, version = version + 1
+		 WHERE id = $4`+condition+` RETURNING `+userColumns,
+		append([]any{changes.Name, changes.Role, micros(s.now()), id}, conditionArgs...)...)
 	u, err := scanUser(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.User{}, s.whyNotWritten(ctx, id, ifVersion)
+	}
 	if err != nil {
-		return store.User{}, fmt.Errorf("insert user: %w", err)
+		return store.User{}, fmt.Errorf("update user %d: %w", id, err)
 	}
 	return u, nil
 }
 
-// UpdateUser sets the fields that changes names in one statement, so that two concurrent updates of
-// different fields both take effect.
-func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChanges) (store.User, error) {
-	row := s.writer.QueryRowContext(ctx,
-		`UPDATE users SET name = COALESCE(?, name), role = COALESCE(?, role), updated_at = ?, version = version + 1
-		 WHERE id = ? RETURNING `+userColumns,
-		changes.Name, changes.Role, micros(s.now()), id)
-	return userResult(row, id)
-}
-
 // DeleteUser deletes the user; the schema's ON DELETE CASCADE deletes the user's posts with it.
-func (s *Store) DeleteUser(ctx context.Context, id int32) error {
-	res, err := s.writer.ExecContext(ctx, `DELETE FROM users WHERE id = ?`, id)
+func (s *Store) DeleteUser(ctx context.Context, id int32, ifVersion store.IfVersion) (err error) {
+	defer s.classify(&err)
+	condition, conditionArgs := versionCondition(ifVersion, 2)
+	res, err := s.writer.ExecContext(ctx, `DELETE FROM users WHERE id = $1`+condition, append([]any{id}, conditionArgs...)...)
 	if err != nil {
 		return fmt.Errorf("delete user %d: %w", id, err)
 	}
@@ -127,7 +147,40 @@ func (s *Store) DeleteUser(ctx context.Context, id int32) error {
 		return fmt.Errorf("delete user %d: %w", id, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("user %d %w", id, store.ErrNotFound)
+		return s.whyNotWritten(ctx, id, ifVersion)
 	}
 	return nil
+}
+
+// versionCondition is the WHERE clause that checks ifVersion in the write itself (compare and swap),
+// with placeholders numbered from first, and its arguments; empty when there is no precondition.
+func versionCondition(ifVersion store.IfVersion, first int) (string, []any) {
+	switch {
+	case ifVersion == nil:
+		return "", nil
+	case len(ifVersion) == 0:
+		return " AND FALSE", nil
+	}
+	args := make([]any, len(ifVersion))
+	placeholders := make([]string, len(ifVersion))
+	for i, v := range ifVersion {
+		args[i], placeholders[i] = v, placeholder(first+i)
+	}
+	return " AND version IN (" + strings.Join(placeholders, ", ") + ")", args
+}
+
+// whyNotWritten tells why a conditional write of user id changed no row: the user is missing, or it
+// failed the precondition. The write itself has already decided; this only names the reason.
+func (s *Store) whyNotWritten(ctx context.Context, id int32, ifVersion store.IfVersion) error {
+	if ifVersion == nil {
+		return fmt.Errorf("user %d %w", id, store.ErrNotFound)
+	}
+	var exists bool
+	if err := s.writer.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE id = $1)`, id).Scan(&exists); err != nil {
+		return fmt.Errorf("find user %d: %w", id, err)
+	}
+	if !exists {
+		return fmt.Errorf("user %d %w", id, store.ErrNotFound)
+	}
+	return fmt.Errorf("user %d: %w", id, store.ErrVersionMismatch)
 }

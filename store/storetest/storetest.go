@@ -14,37 +14,72 @@ import (
 	"usersd/store"
 )
 
-// Run runs every case against stores made by open. Each call of open must return a new, empty store;
-// Run closes it.
-func Run(t *testing.T, open func(t *testing.T) store.Store) {
+// Run runs every case against stores made by open. Each call of open must return a new, empty store
+// that reads the time from now; Run closes it.
+func Run(t *testing.T, open func(t *testing.T, now func() time.Time) store.Store) {
 	cases := []struct {
 		name string
-		test func(t *testing.T, s store.Store)
+		test func(t *testing.T, s store.Store, clock *Clock)
 	}{
-		{"a created user reads back with version 1 and equal timestamps", testCreateAndGet},
-		{"a missing user is ErrNotFound for every user operation", testMissingUser},
-		{"ids are unique, increasing and never reused after a delete", testIDs},
-		{"an update sets only the fields it names and bumps the version", testUpdate},
-		{"a delete removes the user and the user's posts", testDelete},
-		{"the list filters by exact role and counts every match", testListFilter},
-		{"the list sorts by each attribute with ties broken by id", testListSort},
-		{"the list pages with offset and limit, empty past the end", testListPaging},
-		{"posts list by id with paging, only for an existing user", testPosts},
-		{"concurrent creates all succeed with distinct ids", testConcurrentCreates},
-		{"concurrent updates of different fields both take effect", testConcurrentUpdates},
-		{"ping answers on an open store", testPing},
+		{"a created user reads back with version 1 and equal timestamps", ignoreClock(testCreateAndGet)},
+		{"a missing user is ErrNotFound for every user operation", ignoreClock(testMissingUser)},
+		{"ids are unique, increasing and never reused after a delete", ignoreClock(testIDs)},
+		{"an update sets only the fields it names and bumps the version", ignoreClock(testUpdate)},
+		{"a delete removes the user and the user's posts", ignoreClock(testDelete)},
+		{"the list filters by exact role and counts every match", ignoreClock(testListFilter)},
+		{"the list sorts by each attribute with ties broken by id", ignoreClock(testListSort)},
+		{"the list pages with offset and limit, empty past the end", ignoreClock(testListPaging)},
+		{"posts list by id with paging, only for an existing user", ignoreClock(testPosts)},
+		{"concurrent creates all succeed with distinct ids", ignoreClock(testConcurrentCreates)},
+		{"concurrent updates of different fields both take effect", ignoreClock(testConcurrentUpdates)},
+		{"ping answers on an open store", ignoreClock(testPing)},
+		{"totals follow creates, role changes and deletes", ignoreClock(testTotals)},
+
+		{"a conditional write happens only at a listed version", ignoreClock(testConditionalWrites)},
+		{"of concurrent writes conditioned on one version exactly one wins", ignoreClock(testConcurrentConditionalWrites)},
+		{"an idempotent create keeps its answer in the create's transaction", ignoreClock(testIdempotentCreate)},
+		{"an idempotent post create keeps its answer too", ignoreClock(testIdempotentPost)},
+		{"a key is held by its running request until completed or abandoned", ignoreClock(testRunningRequestHoldsItsKey)},
+		{"of concurrent requests with one key exactly one takes it", ignoreClock(testConcurrentBeginRequest)},
+		{"a request past its lease loses its key and cannot complete", testLeaseTakeover},
+		{"answers expire after a day and are swept in batches", testRequestExpiry},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := open(t)
+			clock := &Clock{}
+			s := open(t, clock.Now)
 			t.Cleanup(func() {
 				if err := s.Close(); err != nil {
 					t.Errorf("close: %v", err)
 				}
 			})
-			c.test(t, s)
+			c.test(t, s, clock)
 		})
 	}
+}
+
+// Clock is the system clock moved forward by Advance, so that a test can let a day pass at once.
+type Clock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+// Now returns the system time plus every Advance so far.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
+
+func ignoreClock(test func(*testing.T, store.Store)) func(*testing.T, store.Store, *Clock) {
+	return func(t *testing.T, s store.Store, _ *Clock) { test(t, s) }
 }
 
 func testCreateAndGet(t *testing.T, s store.Store) {
@@ -79,10 +114,10 @@ func testMissingUser(t *testing.T, s store.Store) {
 	name := "x"
 	checks := map[string]error{}
 	_, checks["GetUser"] = s.GetUser(ctx, missing)
-	_, checks["UpdateUser"] = s.UpdateUser(ctx, missing, store.UserChanges{Name: &name})
-	checks["DeleteUser"] = s.DeleteUser(ctx, missing)
+	_, checks["UpdateUser"] = s.UpdateUser(ctx, missing, store.UserChanges{Name: &name}, nil)
+	checks["DeleteUser"] = s.DeleteUser(ctx, missing, nil)
 	_, checks["ListPosts"] = s.ListPosts(ctx, missing, 0, 10)
-	_, checks["CreatePost"] = s.CreatePost(ctx, missing, store.NewPost{Title: "t"})
+	_, checks["CreatePost"] = s.CreatePost(ctx, missing, store.NewPost{Title: "t"}, nil)
 	for op, err := range checks {
 		if !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("%s of a missing user: got %v, want ErrNotFound", op, err)
@@ -96,7 +131,7 @@ func testIDs(t *testing.T, s store.Store) {
 	if b.ID <= a.ID {
 		t.Fatalf("second id %d is not above first id %d", b.ID, a.ID)
 	}
-	if err := s.DeleteUser(context.Background(), b.ID); err != nil {
+	if err := s.DeleteUser(context.Background(), b.ID, nil); err != nil {
 		t.Fatal(err)
 	}
 	c := mustCreate(t, s, "c", "")
@@ -111,7 +146,7 @@ func testUpdate(t *testing.T, s store.Store) {
 	time.Sleep(2 * time.Millisecond) // so that updated_at can be seen to move
 
 	newName := "after"
-	renamed, err := s.UpdateUser(ctx, u.ID, store.UserChanges{Name: &newName})
+	renamed, err := s.UpdateUser(ctx, u.ID, store.UserChanges{Name: &newName}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +158,7 @@ func testUpdate(t *testing.T, s store.Store) {
 	}
 
 	noRole := ""
-	cleared, err := s.UpdateUser(ctx, u.ID, store.UserChanges{Role: &noRole})
+	cleared, err := s.UpdateUser(ctx, u.ID, store.UserChanges{Role: &noRole}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,10 +174,10 @@ func testUpdate(t *testing.T, s store.Store) {
 func testDelete(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	u := mustCreate(t, s, "doomed", "")
-	if _, err := s.CreatePost(ctx, u.ID, store.NewPost{Title: "last words"}); err != nil {
+	if _, err := s.CreatePost(ctx, u.ID, store.NewPost{Title: "last words"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteUser(ctx, u.ID); err != nil {
+	if err := s.DeleteUser(ctx, u.ID, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GetUser(ctx, u.ID); !errors.Is(err, store.ErrNotFound) {
@@ -151,7 +186,7 @@ func testDelete(t *testing.T, s store.Store) {
 	if _, err := s.ListPosts(ctx, u.ID, 0, 10); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("posts after delete: %v, want ErrNotFound", err)
 	}
-	if err := s.DeleteUser(ctx, u.ID); !errors.Is(err, store.ErrNotFound) {
+	if err := s.DeleteUser(ctx, u.ID, nil); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("second delete: %v, want ErrNotFound", err)
 	}
 }
@@ -246,7 +281,7 @@ func testPosts(t *testing.T, s store.Store) {
 	other := mustCreate(t, s, "other", "")
 	var want []store.Post
 	for i := range 5 {
-		p, err := s.CreatePost(ctx, author.ID, store.NewPost{Title: fmt.Sprintf("post %d", i), Body: "body"})
+		p, err := s.CreatePost(ctx, author.ID, store.NewPost{Title: fmt.Sprintf("post %d", i), Body: "body"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +290,7 @@ func testPosts(t *testing.T, s store.Store) {
 		}
 		want = append(want, p)
 	}
-	if _, err := s.CreatePost(ctx, other.ID, store.NewPost{Title: "elsewhere"}); err != nil {
+	if _, err := s.CreatePost(ctx, other.ID, store.NewPost{Title: "elsewhere"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	page, err := s.ListPosts(ctx, author.ID, 2, 2)
@@ -281,7 +316,7 @@ func testConcurrentCreates(t *testing.T, s store.Store) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			results[i], errs[i] = s.CreateUser(context.Background(), store.NewUser{Name: fmt.Sprintf("concurrent %d", i)})
+			results[i], errs[i] = s.CreateUser(context.Background(), store.NewUser{Name: fmt.Sprintf("concurrent %d", i)}, nil)
 		})
 	}
 	wg.Wait()
@@ -306,8 +341,8 @@ func testConcurrentUpdates(t *testing.T, s store.Store) {
 	name, role := "new name", "new role"
 	var wg sync.WaitGroup
 	var nameErr, roleErr error
-	wg.Go(func() { _, nameErr = s.UpdateUser(ctx, u.ID, store.UserChanges{Name: &name}) })
-	wg.Go(func() { _, roleErr = s.UpdateUser(ctx, u.ID, store.UserChanges{Role: &role}) })
+	wg.Go(func() { _, nameErr = s.UpdateUser(ctx, u.ID, store.UserChanges{Name: &name}, nil) })
+	wg.Go(func() { _, roleErr = s.UpdateUser(ctx, u.ID, store.UserChanges{Role: &role}, nil) })
 	wg.Wait()
 	if err := errors.Join(nameErr, roleErr); err != nil {
 		t.Fatal(err)
@@ -326,7 +361,7 @@ func testPing(t *testing.T, s store.Store) {
 
 func mustCreate(t *testing.T, s store.Store, name, role string) store.User {
 	t.Helper()
-	u, err := s.CreateUser(context.Background(), store.NewUser{Name: name, Role: role})
+	u, err := s.CreateUser(context.Background(), store.NewUser{Name: name, Role: role}, nil)
 	if err != nil {
 		t.Fatalf("create %q: %v", name, err)
 	}
@@ -371,4 +406,42 @@ func describe(users []store.User) []string {
 		out = append(out, fmt.Sprintf("%d:%s/%s", u.ID, u.Name, u.Role))
 	}
 	return out
+}
+
+// testTotals checks the list's totals after every kind of write that can change them: the totals are
+// kept apart from the rows (a count table), so each write must keep them right.
+func testTotals(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	total := func(role string) int64 { return mustList(t, s, store.UserQuery{Role: role, Limit: 1}).Total }
+	want := func(all, admins, readers, none int64) {
+		t.Helper()
+		if got := [4]int64{total(""), total("admin"), total("reader"), total("nobody")}; got != [4]int64{all, admins, readers, none} {
+			t.Fatalf("totals (all, admin, reader, nobody) = %v, want %v", got, [4]int64{all, admins, readers, none})
+		}
+	}
+	want(0, 0, 0, 0)
+	a := mustCreate(t, s, "a", "admin")
+	b := mustCreate(t, s, "b", "admin")
+	mustCreate(t, s, "c", "reader")
+	want(3, 2, 1, 0)
+	reader := "reader"
+	if _, err := s.UpdateUser(ctx, b.ID, store.UserChanges{Role: &reader}, nil); err != nil {
+		t.Fatal(err)
+	}
+	want(3, 1, 2, 0)
+	name := "renamed"
+	if _, err := s.UpdateUser(ctx, b.ID, store.UserChanges{Name: &name}, nil); err != nil { // role untouched
+		t.Fatal(err)
+	}
+	want(3, 1, 2, 0)
+	if err := s.DeleteUser(ctx, a.ID, store.IfVersion{99}); !errors.Is(err, store.ErrVersionMismatch) { // refused: no change
+		t.Fatalf("delete at a wrong version: %v", err)
+	}
+	want(3, 1, 2, 0)
+	if err := s.DeleteUser(ctx, a.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	want(2, 0, 2, 0)
+	mustCreate(t, s, "d", "admin")
+	want(3, 1, 2, 0)
 }

@@ -380,7 +380,14 @@ func (x *ListUsersResponse) GetTotalCount() int32 {
 type CreateUserRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The new user; output-only fields are ignored.
-	User          *User `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	User *User `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	// Optional idempotency key (AIP-155): 1 to 255 printable ASCII characters, such as a UUID. A repeat
+	// with the same key and the same user, by the same API key within 24 hours, creates nothing and
+	// answers what the first call answered; the same key with another user fails with FAILED_PRECONDITION,
+	// and a repeat while the first call is still running fails with ABORTED. A key names one request
+	// among all of the caller's creates (CreateUserPost and the REST Idempotency-Key header included),
+	// so it cannot be reused for another create of any kind. Only successful answers are kept.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -420,6 +427,13 @@ func (x *CreateUserRequest) GetUser() *User {
 		return x.User
 	}
 	return nil
+}
+
+func (x *CreateUserRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 // CreateUserResponse carries the created user.
@@ -474,7 +488,10 @@ type ReplaceUserRequest struct {
 	// The user to replace; must be positive.
 	Id int32 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The new values. user.id must be 0 or equal to id; other output-only fields are ignored.
-	User          *User `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	User *User `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	// Optional: the etag the caller read (AIP-154). When set, the user is replaced only if it still has
+	// this etag; otherwise the call fails with ABORTED and nothing changes.
+	Etag          string `protobuf:"bytes,3,opt,name=etag,proto3" json:"etag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -521,6 +538,13 @@ func (x *ReplaceUserRequest) GetUser() *User {
 		return x.User
 	}
 	return nil
+}
+
+func (x *ReplaceUserRequest) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
 }
 
 // ReplaceUserResponse carries the replaced user.
@@ -579,7 +603,10 @@ type UpdateUserRequest struct {
 	// The fields to set: "name", "role", or "*" for both ("*" on the binary protocols only: the JSON form
 	// of a field mask cannot carry it, so JSON clients name both fields). Unset means every field that
 	// user populates; set but empty means none. Output-only fields in the mask are ignored.
-	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	// Optional: the etag the caller read (AIP-154). When set, the user is updated only if it still has
+	// this etag; otherwise the call fails with ABORTED and nothing changes.
+	Etag          string `protobuf:"bytes,4,opt,name=etag,proto3" json:"etag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -635,6 +662,13 @@ func (x *UpdateUserRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
 	return nil
 }
 
+func (x *UpdateUserRequest) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
 // UpdateUserResponse carries the updated user.
 type UpdateUserResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -685,7 +719,10 @@ func (x *UpdateUserResponse) GetUser() *User {
 type DeleteUserRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The user to delete; must be positive.
-	Id            int32 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id int32 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Optional: the etag the caller read (AIP-154). When set, the user is deleted only if it still has
+	// this etag; otherwise the call fails with ABORTED and nothing changes.
+	Etag          string `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -725,6 +762,13 @@ func (x *DeleteUserRequest) GetId() int32 {
 		return x.Id
 	}
 	return 0
+}
+
+func (x *DeleteUserRequest) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
 }
 
 // DeleteUserResponse is empty: a deleted user has nothing left to return.
@@ -889,7 +933,9 @@ type CreateUserPostRequest struct {
 	// The owning user; must be positive and exist.
 	UserId int32 `protobuf:"varint,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// The new post. post.user_id must be 0 or equal to user_id; other output-only fields are ignored.
-	Post          *Post `protobuf:"bytes,2,opt,name=post,proto3" json:"post,omitempty"`
+	Post *Post `protobuf:"bytes,2,opt,name=post,proto3" json:"post,omitempty"`
+	// Optional idempotency key, with the same rules as CreateUserRequest.request_id.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -936,6 +982,13 @@ func (x *CreateUserPostRequest) GetPost() *Post {
 		return x.Post
 	}
 	return nil
+}
+
+func (x *CreateUserPostRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 // CreateUserPostResponse carries the created post.
@@ -1015,25 +1068,30 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\x11ListUsersResponse\x12$\n" +
 	"\x05users\x18\x01 \x03(\v2\x0e.users.v1.UserR\x05users\x12\x1f\n" +
 	"\vtotal_count\x18\x02 \x01(\x05R\n" +
-	"totalCount\"7\n" +
+	"totalCount\"V\n" +
 	"\x11CreateUserRequest\x12\"\n" +
-	"\x04user\x18\x01 \x01(\v2\x0e.users.v1.UserR\x04user\"8\n" +
+	"\x04user\x18\x01 \x01(\v2\x0e.users.v1.UserR\x04user\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"8\n" +
 	"\x12CreateUserResponse\x12\"\n" +
-	"\x04user\x18\x01 \x01(\v2\x0e.users.v1.UserR\x04user\"H\n" +
+	"\x04user\x18\x01 \x01(\v2\x0e.users.v1.UserR\x04user\"\\\n" +
 	"\x12ReplaceUserRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\"\n" +
-	"\x04user\x18\x02 \x01(\v2\x0e.users.v1.UserR\x04user\"9\n" +
+	"\x04user\x18\x02 \x01(\v2\x0e.users.v1.UserR\x04user\x12\x12\n" +
+	"\x04etag\x18\x03 \x01(\tR\x04etag\"9\n" +
 	"\x13ReplaceUserResponse\x12\"\n" +
-	"\x04user\x18\x01 \x01(\v2\x0e.users.v1.UserR\x04user\"\x84\x01\n" +
+	"\x04user\x18\x01 \x01(\v2\x0e.users.v1.UserR\x04user\"\x98\x01\n" +
 	"\x11UpdateUserRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\"\n" +
 	"\x04user\x18\x02 \x01(\v2\x0e.users.v1.UserR\x04user\x12;\n" +
 	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
-	"updateMask\"8\n" +
+	"updateMask\x12\x12\n" +
+	"\x04etag\x18\x04 \x01(\tR\x04etag\"8\n" +
 	"\x12UpdateUserResponse\x12\"\n" +
-	"\x04user\x18\x01 \x01(\v2\x0e.users.v1.UserR\x04user\"#\n" +
+	"\x04user\x18\x01 \x01(\v2\x0e.users.v1.UserR\x04user\"7\n" +
 	"\x11DeleteUserRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x05R\x02id\"\x14\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"\x14\n" +
 	"\x12DeleteUserResponse\"Y\n" +
 	"\x14ListUserPostsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\x05R\x06userId\x12\x12\n" +
@@ -1042,10 +1100,12 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\x15ListUserPostsResponse\x12$\n" +
 	"\x05posts\x18\x01 \x03(\v2\x0e.users.v1.PostR\x05posts\x12\x1f\n" +
 	"\vtotal_count\x18\x02 \x01(\x05R\n" +
-	"totalCount\"T\n" +
+	"totalCount\"s\n" +
 	"\x15CreateUserPostRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\x05R\x06userId\x12\"\n" +
-	"\x04post\x18\x02 \x01(\v2\x0e.users.v1.PostR\x04post\"<\n" +
+	"\x04post\x18\x02 \x01(\v2\x0e.users.v1.PostR\x04post\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"<\n" +
 	"\x16CreateUserPostResponse\x12\"\n" +
 	"\x04post\x18\x01 \x01(\v2\x0e.users.v1.PostR\x04post2\xdf\x04\n" +
 	"\x05Users\x128\n" +

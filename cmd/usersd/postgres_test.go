@@ -1,0 +1,344 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	usersv1 "usersd/gen/users/v1"
+	"usersd/store/storetest"
+)
+
+// TestPostgresReplicasShareEverything runs three real usersd processes on one PostgreSQL schema, as
+// three replicas behind a load balancer: creates spread over them all land in one set of users with
+// unique ids, every replica lists the same users, and any replica can read, update and delete what
+// another created, with etags and idempotency keys holding across replicas.
+func TestPostgresReplicasShareEverything(t *testing.T) {
+	dsn := storetest.PostgresSchema(t)
+	var replicas []*testServer
+	for range 3 {
+		_, s, _ := startProcess(t, dsn)
+		replicas = append(replicas, s)
+	}
+
+	const clients, perClient = 20, 50
+	var wg sync.WaitGroup
+	failures := make(chan string, clients*perClient)
+	for c := range clients {
+		wg.Go(func() {
+			for i := range perClient {
+				s := replicas[(c*perClient+i)%len(replicas)]
+				body := fmt.Sprintf(`{"name":"client %02d user %02d","role":"r%d"}`, c, i, c%4)
+				res, err := postJSON(s.baseURL+"/users", body)
+				if err != nil || res != http.StatusCreated {
+					failures <- fmt.Sprintf("client %d create %d on %s: %d %v", c, i, s.baseURL, res, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(failures)
+	for f := range failures {
+		t.Error(f)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	var first []int
+	for i, s := range replicas {
+		ids := listAllIDs(t, s)
+		if len(ids) != clients*perClient {
+			t.Fatalf("replica %d lists %d users, want %d", i, len(ids), clients*perClient)
+		}
+		if unique := slices.Compact(slices.Sorted(slices.Values(ids))); len(unique) != len(ids) {
+			t.Fatalf("replica %d lists %d users but only %d distinct ids", i, len(ids), len(unique))
+		}
+		if first == nil {
+			first = ids
+		} else if !slices.Equal(ids, first) {
+			t.Fatalf("replica %d lists other users, or in another order, than replica 0", i)
+		}
+	}
+
+	// One user through all three replicas.
+	created := replicas[0].createUser(t, "travels", "")
+	path := fmt.Sprintf("/users/%d", idOf(t, created))
+	read := replicas[1].do(t, http1Client, request{method: "GET", path: path})
+	if read.status != http.StatusOK || !maps.Equal(decodeObject(t, read.body), created) {
+		t.Fatalf("replica 1 reads %d %s, want what replica 0 created: %v", read.status, read.body, created)
+	}
+	patch := func(s *testServer, etag, body string) response {
+		return s.do(t, http1Client, request{method: "PATCH", path: path, key: true, body: body,
+			header: map[string]string{"Content-Type": "application/merge-patch+json", "If-Match": etag}})
+	}
+	updated := patch(replicas[2], read.header.Get("ETag"), `{"role":"moved"}`)
+	if updated.status != http.StatusOK {
+		t.Fatalf("replica 2 updates: %d %s", updated.status, updated.body)
+	}
+	if stale := patch(replicas[1], read.header.Get("ETag"), `{"role":"lost"}`); stale.status != http.StatusPreconditionFailed {
+		t.Fatalf("replica 1 updates with the etag replica 2 has outdated: %d %s, want 412", stale.status, stale.body)
+	}
+	del := replicas[1].do(t, http1Client, request{method: "DELETE", path: path, key: true, header: map[string]string{"If-Match": updated.header.Get("ETag")}})
+	if del.status != http.StatusNoContent {
+		t.Fatalf("replica 1 deletes: %d %s", del.status, del.body)
+	}
+	for i, s := range replicas {
+		if res := s.do(t, http1Client, request{method: "GET", path: path}); res.status != http.StatusNotFound {
+			t.Fatalf("replica %d still reads the deleted user: %d", i, res.status)
+		}
+	}
+
+	// An idempotency key used on one replica is known to the others.
+	create := request{method: "POST", path: "/users", key: true, body: `{"name":"once across replicas"}`,
+		header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": "replicas"}}
+	original := replicas[0].do(t, http1Client, create)
+	if original.status != http.StatusCreated {
+		t.Fatalf("keyed create: %d %s", original.status, original.body)
+	}
+	wantReplay(t, original, replicas[1].do(t, http1Client, create))
+	wantReplay(t, original, replicas[2].do(t, h2cClient, create))
+}
+
+// postJSON creates through the REST API with the test key, without the testing.T helpers, so that it
+// can run on any goroutine.
+func postJSON(url, body string) (int, error) {
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-api-key", testKey)
+	res, err := http1Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	io.Copy(io.Discard, res.Body)
+	return res.StatusCode, nil
+}
+
+// listAllIDs pages through GET /users and returns every id in order.
+func listAllIDs(t *testing.T, s *testServer) []int {
+	t.Helper()
+	var ids []int
+	for page := 1; ; page++ {
+		res := s.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users?limit=100&page=%d", page)})
+		if res.status != http.StatusOK {
+			t.Fatalf("list page %d: %d %s", page, res.status, res.body)
+		}
+		users := decodeArray(t, res.body)
+		if len(users) == 0 {
+			return ids
+		}
+		for _, u := range users {
+			ids = append(ids, idOf(t, u))
+		}
+	}
+}
+
+// TestPostgresOutageIsUnavailableAndHeals puts a proxy between usersd and PostgreSQL and cuts it:
+// while the database cannot be reached, every request that needs it is 503 (RPC unavailable) with
+// no driver detail, /health says {"ok": false}, gRPC health says NOT_SERVING; once the proxy lets
+// connections through again, usersd recovers by itself, without a restart.
+func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
+	dsn := storetest.PostgresSchema(t)
+	proxy := startCuttableProxy(t, dsn)
+	s := startServerOn(t, proxy.dsn, nil)
+	id := idOf(t, s.createUser(t, "before the outage", ""))
+	path := fmt.Sprintf("/users/%d", id)
+	rpc := s.rpcClient(rpcProtocolNamed(t, "gRPC"), testKey)
+
+	proxy.cut()
+	for _, req := range []request{
+		{method: "GET", path: path},
+		{method: "GET", path: "/users"},
+		{method: "POST", path: "/users", header: jsonBody, body: `{"name":"during the outage"}`, key: true},
+		{method: "PATCH", path: path, header: jsonBody, body: `{"role":"x"}`, key: true},
+	} {
+		res := s.do(t, http1Client, req)
+		if res.status != http.StatusServiceUnavailable {
+			t.Errorf("%s %s during the outage: %d %s, want 503", req.method, req.path, res.status, res.body)
+			continue
+		}
+		if msg := res.errorMessage(t); msg != "the service is temporarily unavailable; retry later" {
+			t.Errorf("%s %s during the outage says %q", req.method, req.path, msg)
+		}
+	}
+	_, err := rpc.GetUser(t.Context(), &usersv1.GetUserRequest{Id: int32(id)})
+	rpcWantCode(t, err, connect.CodeUnavailable)
+	if res := s.do(t, http1Client, request{method: "GET", path: "/health"}); res.status != http.StatusServiceUnavailable || string(res.body) != `{"ok":false}` {
+		t.Errorf("/health during the outage: %d %s, want 503 {\"ok\":false}", res.status, res.body)
+	}
+	if status := grpcHealthStatus(t, s); status != 2 {
+		t.Errorf("gRPC health during the outage: %d, want NOT_SERVING (2)", status)
+	}
+
+	proxy.restore()
+	deadline := time.Now().Add(15 * time.Second)
+	for s.do(t, http1Client, request{method: "GET", path: "/health"}).status != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("/health did not recover within 15s of the database coming back")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if status := grpcHealthStatus(t, s); status != 1 {
+		t.Errorf("gRPC health after the outage: %d, want SERVING (1)", status)
+	}
+	if res := s.do(t, http1Client, request{method: "GET", path: path}); res.status != http.StatusOK {
+		t.Errorf("read after the outage: %d %s", res.status, res.body)
+	}
+	if _, err := rpc.GetUser(t.Context(), &usersv1.GetUserRequest{Id: int32(id)}); err != nil {
+		t.Errorf("RPC read after the outage: %v", err)
+	}
+	s.createUser(t, "after the outage", "")
+	if n := userCount(t, s); n != "2" {
+		t.Errorf("%s users after the outage, want 2: a write made during it was kept, or one after it lost", n)
+	}
+}
+
+// grpcHealthStatus asks gRPC health about the whole server and returns the status number.
+func grpcHealthStatus(t *testing.T, s *testServer) uint64 {
+	t.Helper()
+	return grpcHealthStatusOf(t, s, "")
+}
+
+// grpcHealthStatusOf sends a raw gRPC Check for service ("" for the whole server) and returns the
+// status number, failing the test unless the answer is one message holding only that field.
+func grpcHealthStatusOf(t *testing.T, s *testServer, service string) uint64 {
+	t.Helper()
+	var msg []byte
+	if service != "" {
+		msg = protowire.AppendTag(msg, 1, protowire.BytesType) // service
+		msg = protowire.AppendString(msg, service)
+	}
+	answers := s.rpcRawGRPC(t, "/grpc.health.v1.Health/Check", msg)
+	if len(answers) != 1 {
+		t.Fatalf("health: %d answers, want 1", len(answers))
+	}
+	num, typ, n := protowire.ConsumeTag(answers[0])
+	if n < 0 || num != 1 || typ != protowire.VarintType {
+		t.Fatalf("health answer % x does not start with the varint field status", answers[0])
+	}
+	status, m := protowire.ConsumeVarint(answers[0][n:])
+	if m < 0 || n+m != len(answers[0]) {
+		t.Fatalf("health answer % x holds more than its status", answers[0])
+	}
+	return status
+}
+
+// cuttableProxy forwards TCP connections to PostgreSQL until it is cut: then it closes every
+// connection it carries and closes new ones at once, as a network partition or a server that is
+// down would, until it is restored.
+type cuttableProxy struct {
+	dsn string // the database URL, through the proxy
+
+	mu     sync.Mutex
+	down   bool
+	active map[net.Conn]bool
+}
+
+func startCuttableProxy(t *testing.T, dsn string) *cuttableProxy {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := u.Host
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { listener.Close() })
+	u.Host = listener.Addr().String()
+	p := &cuttableProxy{dsn: u.String(), active: map[net.Conn]bool{}}
+	go func() {
+		for {
+			client, err := listener.Accept()
+			if err != nil {
+				return
+			}
+			go p.forward(client, upstream)
+		}
+	}()
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *cuttableProxy) forward(client net.Conn, upstream string) {
+	server, err := net.Dial("tcp", upstream)
+	if err != nil {
+		client.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.down {
+		p.mu.Unlock()
+		client.Close()
+		server.Close()
+		return
+	}
+	p.active[client], p.active[server] = true, true
+	p.mu.Unlock()
+	go func() { io.Copy(server, client); server.Close() }()
+	io.Copy(client, server)
+	client.Close()
+}
+
+func (p *cuttableProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.active {
+		c.Close()
+		delete(p.active, c)
+	}
+}
+
+func (p *cuttableProxy) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
+// TestTheDatabasePasswordNeverReachesTheLog starts usersd with a password in the database URL, in
+// both places a URL can hold one, and looks for it in every log line. (The test server trusts local
+// connections, so any password is accepted.)
+func TestTheDatabasePasswordNeverReachesTheLog(t *testing.T) {
+	const password = "pw-that-must-not-leak"
+	dsn := storetest.PostgresSchema(t)
+	withParam := storetest.WithURLParam(t, dsn, "password", password)
+	u, _ := url.Parse(dsn)
+	u.User = url.UserPassword(u.User.Username(), password)
+	for _, dsn := range []string{withParam, u.String()} {
+		s := startServerOn(t, dsn, nil)
+		s.createUser(t, "logged", "")
+		s.stop()
+		if strings.Contains(s.logs.String(), password) {
+			t.Fatalf("the log shows the database password:\n%s", s.logs)
+		}
+		if len(s.logs.entries(map[string]any{"msg": "listening"})) != 1 {
+			t.Fatalf("no listening line in the log:\n%s", s.logs)
+		}
+	}
+	err := run(t.Context(), []string{"-db", "postgres://user:" + password + "@127.0.0.1:1/none"}, func(name string) string {
+		if name == "USERS_API_KEYS" {
+			return testKey
+		}
+		return ""
+	}, io.Discard, io.Discard)
+	if err == nil || strings.Contains(err.Error(), password) || !strings.Contains(err.Error(), "PostgreSQL") {
+		t.Fatalf("start on an unreachable database: %v; want an error that names PostgreSQL and hides the password", err)
+	}
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// etagOf returns the ETag header of a user answer, failing the test unless it equals the body's etag.
+func etagOf(t *testing.T, res response) string {
+	t.Helper()
+	tag := res.header.Get("ETag")
+	if body := decodeObject(t, res.body); tag == "" || body["etag"] != tag {
+		t.Fatalf("ETag header %q, body etag %v: want the same non-empty tag", tag, body["etag"])
+	}
+	return tag
+}
+
+// etagVersion reads the version number out of one of the service's etags.
+func etagVersion(t *testing.T, tag any) int {
+	t.Helper()
+	text, _ := tag.(string)
+	unquoted, err := strconv.Unquote(text)
+	n, err2 := strconv.Atoi(unquoted)
+	if err != nil || err2 != nil {
+		t.Fatalf("etag %v is not a quoted version number", tag)
+	}
+	return n
+}
+
+// TestRESTConditionalReads checks If-None-Match on GET /users/:id: 304 with the tag and no body when
+// the client's copy is current, the full answer otherwise.
+func TestRESTConditionalReads(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			s := startServer(t)
+			path := fmt.Sprintf("/users/%d", idOf(t, s.createUser(t, "cached", "")))
+			current := etagOf(t, s.do(t, tr.client, request{method: "GET", path: path}))
+
+			for _, value := range []string{current, "W/" + current, "*", `"99", ` + current, `"99",,` + current} {
+				res := s.do(t, tr.client, request{method: "GET", path: path, header: map[string]string{"If-None-Match": value}})
+				if res.status != http.StatusNotModified || len(res.body) != 0 || res.header.Get("ETag") != current {
+					t.Errorf("If-None-Match %s: %d, ETag %q, body %q; want 304, ETag %s, no body", value, res.status, res.header.Get("ETag"), res.body, current)
+				}
+			}
+			for _, value := range []string{`"99"`, `W/"2"`, `"01"`, `1`, `"unterminated`} {
+				res := s.do(t, tr.client, request{method: "GET", path: path, header: map[string]string{"If-None-Match": value}})
+				if res.status != http.StatusOK || etagOf(t, res) != current {
+					t.Errorf("If-None-Match %s: %d %s; want 200 with the user", value, res.status, res.body)
+				}
+			}
+			missing := s.do(t, tr.client, request{method: "GET", path: "/users/999999", header: map[string]string{"If-None-Match": "*"}})
+			if missing.status != http.StatusNotFound {
+				t.Errorf("If-None-Match * on a missing user: %d, want 404", missing.status)
+			}
+		})
+	}
+}
+
+// TestRESTConditionalWrites checks If-Match on PUT, PATCH and DELETE: a stale tag is 412 and
+// changes nothing; the current tag, "*" or a list that holds it lets the write through.
+func TestRESTConditionalWrites(t *testing.T) {
+	writes := []struct {
+		method string
+		header map[string]string
+		body   string
+		status int
+	}{
+		{"PUT", map[string]string{"Content-Type": "application/json"}, `{"name":"replaced","role":"r"}`, 200},
+		{"PATCH", map[string]string{"Content-Type": "application/merge-patch+json"}, `{"role":"patched"}`, 200},
+		{"DELETE", nil, "", 204},
+	}
+	for _, tr := range transports {
+		for _, write := range writes {
+			t.Run(tr.name+"/"+write.method, func(t *testing.T) {
+				s := startServer(t)
+				id := idOf(t, s.createUser(t, "original", ""))
+				path := fmt.Sprintf("/users/%d", id)
+				send := func(ifMatch string) response {
+					header := map[string]string{"If-Match": ifMatch}
+					for k, v := range write.header {
+						header[k] = v
+					}
+					return s.do(t, tr.client, request{method: write.method, path: path, header: header, body: write.body, key: true})
+				}
+				// Move the user to version 2, so that "1" is stale.
+				patch := s.do(t, tr.client, request{method: "PATCH", path: path, header: map[string]string{"Content-Type": "application/json"}, body: `{"name":"renamed"}`, key: true})
+				current := etagOf(t, patch)
+				before := snapshot(t, s, id)
+
+				refused := []struct {
+					ifMatch string
+					status  int
+				}{
+					{`"1"`, 412},              // stale
+					{`W/` + current, 412},     // weak tags never match If-Match's strong comparison
+					{`"1", "7"`, 412},         // a list without the current tag
+					{`"0` + current[1:], 412}, // the same number, spelled otherwise, is another tag
+					{`1`, 400},                // not an entity tag
+					{`"2`, 400},               // unterminated
+					{`*, "2"`, 400},           // "*" stands alone
+				}
+				for _, c := range refused {
+					res := send(c.ifMatch)
+					if res.status != c.status {
+						t.Errorf("If-Match %s: %d %s, want %d", c.ifMatch, res.status, res.body, c.status)
+						continue
+					}
+					res.errorMessage(t)
+				}
+				if after := snapshot(t, s, id); after != before {
+					t.Fatalf("refused writes changed the store:\nbefore %s\nafter  %s", before, after)
+				}
+
+				missing := s.do(t, tr.client, request{method: write.method, path: "/users/999999", header: map[string]string{"If-Match": "*", "Content-Type": "application/json"}, body: write.body, key: true})
+				if missing.status != http.StatusNotFound {
+					t.Errorf("If-Match * on a missing user: %d %s, want 404", missing.status, missing.body)
+				}
+
+				res := send(`"7", ` + current)
+				if res.status != write.status {
+					t.Fatalf("If-Match with the current tag in a list: %d %s, want %d", res.status, res.body, write.status)
+				}
+				if write.method != "DELETE" {
+					if next := etagOf(t, res); next == current {
+						t.Fatalf("a write kept the etag %s", current)
+					}
+					if res := send("*"); res.status != write.status {
+						t.Fatalf("If-Match *: %d %s, want %d", res.status, res.body, write.status)
+					}
+				} else if res := s.do(t, tr.client, request{method: "GET", path: path}); res.status != http.StatusNotFound {
+					t.Fatalf("after a conditional delete the user reads %d", res.status)
+				}
+			})
+		}
+	}
+}
+
+// TestRESTEmptyPatchStillChecksIfMatch: a PATCH that changes nothing writes nothing, but a stale
+// If-Match must still refuse it rather than pretend it applied.
+func TestRESTEmptyPatchStillChecksIfMatch(t *testing.T) {
+	s := startServer(t)
+	created := s.createUser(t, "unchanged", "")
+	path := fmt.Sprintf("/users/%d", idOf(t, created))
+	header := map[string]string{"Content-Type": "application/merge-patch+json", "If-Match": `"9"`}
+	if res := s.do(t, http1Client, request{method: "PATCH", path: path, header: header, body: `{}`, key: true}); res.status != 412 {
+		t.Fatalf("empty PATCH with a stale If-Match: %d %s, want 412", res.status, res.body)
+	}
+	header["If-Match"] = fmt.Sprint(created["etag"])
+	res := s.do(t, http1Client, request{method: "PATCH", path: path, header: header, body: `{}`, key: true})
+	if res.status != 200 || etagOf(t, res) != created["etag"] {
+		t.Fatalf("empty PATCH with the current If-Match: %d %s, want 200 and the etag unchanged", res.status, res.body)
+	}
+}
+
+// TestRESTLostUpdatesAreRefused is the lost-update race: 50 clients read the user, then PATCH it
+// with the etag they read. Of the PATCHes sent with one etag exactly one may win; the others must
+// get 412, and the user must end as the last successful write left it.
+func TestRESTLostUpdatesAreRefused(t *testing.T) {
+	s := startServer(t)
+	path := fmt.Sprintf("/users/%d", idOf(t, s.createUser(t, "contended", "")))
+	const clients = 50
+	type outcome struct {
+		readTag string
+		status  int
+		result  map[string]any
+	}
+	outcomes := make([]outcome, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			client := transports[i%len(transports)].client
+			read := s.do(t, client, request{method: "GET", path: path})
+			tag := read.header.Get("ETag")
+			res := s.do(t, client, request{method: "PATCH", path: path, key: true, body: fmt.Sprintf(`{"name":"writer %d"}`, i),
+				header: map[string]string{"Content-Type": "application/merge-patch+json", "If-Match": tag}})
+			outcomes[i] = outcome{readTag: tag, status: res.status}
+			if res.status == http.StatusOK {
+				outcomes[i].result = decodeObject(t, res.body)
+			}
+		})
+	}
+	wg.Wait()
+
+	winners := map[string]int{} // etag read -> the writer that won with it
+	var last map[string]any
+	for i, o := range outcomes {
+		switch o.status {
+		case http.StatusOK:
+			if other, ok := winners[o.readTag]; ok {
+				t.Errorf("writers %d and %d both won with etag %s: one update was lost", other, i, o.readTag)
+			}
+			winners[o.readTag] = i
+			if last == nil || etagVersion(t, o.result["etag"]) > etagVersion(t, last["etag"]) {
+				last = o.result
+			}
+		case http.StatusPreconditionFailed:
+		default:
+			t.Errorf("writer %d: status %d, want 200 or 412", i, o.status)
+		}
+	}
+	if len(winners) == 0 {
+		t.Fatal("no writer won")
+	}
+	final := decodeObject(t, s.do(t, http1Client, request{method: "GET", path: path}).body)
+	if got := etagVersion(t, final["etag"]); got != 1+len(winners) {
+		t.Errorf("version %d after %d successful writes, want %d: a write happened that no client saw succeed", got, len(winners), 1+len(winners))
+	}
+	if final["name"] != last["name"] || final["etag"] != last["etag"] {
+		t.Errorf("final user %v, want the last successful write %v", final, last)
+	}
+	t.Logf("%d of %d writers won, one per etag generation; the others got 412", len(winners), clients)
+}

@@ -1,0 +1,38 @@
+// What differs between the SQL backends. Everything else (every query, the transactions, the
+// idempotency records) is one implementation, written in SQL that both SQLite and PostgreSQL accept.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+)
+
+// dialect holds what differs between SQL backends.
+type dialect struct {
+	name string
+	// migrationsDir holds files named NNNN_description.sql, applied in the order of NNNN. Each
+	// backend has its own files (column types differ); both build the same tables, except the count table
+	// that only SQLite keeps (see countUsers).
+	migrationsDir string
+	// snapshot is the transaction that reads one consistent snapshot (a page and its total).
+	snapshot sql.TxOptions
+	// lockMigrations makes processes that start at once take turns to migrate; it returns the
+	// function that lets the next one in.
+	lockMigrations func(ctx context.Context, conn *sql.Conn) (unlock func() error, err error)
+	// unavailable reports whether err means the database cannot be reached right now, so that the
+	// request can be retried, as opposed to a fault in the request or in the service.
+	unavailable func(err error) bool
+	// foreignKeyViolation reports whether err is a write that referred to a row that is gone.
+	foreignKeyViolation func(err error) bool
+	// countUsers is the query of how many users have the role ("" for all users), read in the same
+	// snapshot as the page it counts.
+	countUsers func(role string) (query string, args []any)
+}
+
+// countUsersByScan counts the rows themselves, through the role index.
+func countUsersByScan(role string) (string, []any) {
+	if role == "" {
+		return `SELECT COUNT(*) FROM users`, nil
+	}
+	return `SELECT COUNT(*) FROM users WHERE role = $1`, []any{role}
+}

@@ -1,0 +1,138 @@
+// Idempotency records: the reservation of a key, its completion in the create's own transaction, and
+// the sweep of expired records.
+package sqlstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"usersd/store"
+)
+
+// BeginRequest reserves key for a request with hash, or reports what already holds it. Every step is
+// one statement that either takes the key or does not, so two replicas (or two requests) racing for
+// the same key cannot both take it.
+func (s *Store) BeginRequest(ctx context.Context, key store.RequestKey, hash []byte) (_ store.Reservation, _ *store.Answer, err error) {
+	defer s.classify(&err)
+	// Each round either takes the key or finds a record that holds it; a record can vanish between
+	// the two (abandoned, swept) or be taken over by another request, hence a few rounds.
+	for range 3 {
+		reservation := store.Reservation{RequestKey: key, Token: rand.Text()}
+		now := s.now()
+		res, err := s.writer.ExecContext(ctx,
+			`INSERT INTO idempotency_keys (caller, key, request_hash, token, started_at) VALUES ($1, $2, $3, $4, $5)
+			 ON CONFLICT (caller, key) DO NOTHING`,
+			key.Caller, key.Key, hash, reservation.Token, micros(now))
+		if taken, err := oneRowChanged(res, err); err != nil || taken {
+			return reservation, nil, wrapRequestError(key, err)
+		}
+
+		var held struct {
+			hash      []byte
+			token     string
+			startedAt int64
+			status    sql.NullInt64
+			response  []byte
+		}
+		err = s.writer.QueryRowContext(ctx,
+			`SELECT request_hash, token, started_at, status, response FROM idempotency_keys WHERE caller = $1 AND key = $2`,
+			key.Caller, key.Key).Scan(&held.hash, &held.token, &held.startedAt, &held.status, &held.response)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return store.Reservation{}, nil, wrapRequestError(key, err)
+		}
+
+		started := fromMicros(held.startedAt)
+		expired := now.Sub(started) >= store.RequestTTL
+		abandoned := !held.status.Valid && now.Sub(started) >= store.RequestLease
+		if expired || abandoned {
+			// Take the key over from the record that was read, and only from it.
+			res, err := s.writer.ExecContext(ctx,
+				`UPDATE idempotency_keys SET request_hash = $1, token = $2, started_at = $3, status = NULL, response = NULL
+				 WHERE caller = $4 AND key = $5 AND token = $6`,
+				hash, reservation.Token, micros(now), key.Caller, key.Key, held.token)
+			if taken, err := oneRowChanged(res, err); err != nil || taken {
+				return reservation, nil, wrapRequestError(key, err)
+			}
+			continue
+		}
+		switch {
+		case !bytes.Equal(held.hash, hash):
+			return store.Reservation{}, nil, wrapRequestError(key, store.ErrRequestMismatch)
+		case !held.status.Valid:
+			return store.Reservation{}, nil, wrapRequestError(key, store.ErrRequestInProgress)
+		}
+		return store.Reservation{}, &store.Answer{Status: int(held.status.Int64), Body: held.response}, nil
+	}
+	return store.Reservation{}, nil, wrapRequestError(key, store.ErrRequestInProgress)
+}
+
+// AbandonRequest deletes the reservation if this request still holds it.
+func (s *Store) AbandonRequest(ctx context.Context, r store.Reservation) (err error) {
+	defer s.classify(&err)
+	_, err = s.writer.ExecContext(ctx,
+		`DELETE FROM idempotency_keys WHERE caller = $1 AND key = $2 AND token = $3 AND status IS NULL`,
+		r.Caller, r.Key, r.Token)
+	return wrapRequestError(r.RequestKey, err)
+}
+
+// DeleteExpiredRequests deletes up to limit records that started more than RequestTTL ago.
+func (s *Store) DeleteExpiredRequests(ctx context.Context, limit int) (_ int, err error) {
+	defer s.classify(&err)
+	cutoff := micros(s.now().Add(-store.RequestTTL))
+	res, err := s.writer.ExecContext(ctx,
+		`DELETE FROM idempotency_keys WHERE (caller, key) IN
+		 (SELECT caller, key FROM idempotency_keys WHERE started_at < $1 LIMIT $2)`, cutoff, limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete expired idempotency records: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("delete expired idempotency records: %w", err)
+	}
+	return int(n), nil
+}
+
+// complete records the answer of the request that done names, in the transaction of its create. If
+// the request no longer holds its key (it ran past the lease and another took over), the create is
+// rolled back: the other request is the one that creates.
+func complete[T any](ctx context.Context, tx *sql.Tx, done *store.Completion[T], created T) error {
+	if done == nil {
+		return nil
+	}
+	answer, err := done.Answer(created)
+	if err != nil {
+		return fmt.Errorf("build the answer to keep: %w", err)
+	}
+	r := done.Reservation
+	res, err := tx.ExecContext(ctx,
+		`UPDATE idempotency_keys SET status = $1, response = $2 WHERE caller = $3 AND key = $4 AND token = $5 AND status IS NULL`,
+		answer.Status, answer.Body, r.Caller, r.Key, r.Token)
+	held, err := oneRowChanged(res, err)
+	if err == nil && !held {
+		err = store.ErrRequestInProgress
+	}
+	return wrapRequestError(r.RequestKey, err)
+}
+
+// oneRowChanged reports whether a statement changed a row.
+func oneRowChanged(res sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+func wrapRequestError(key store.RequestKey, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("idempotency key %q: %w", key.Key, err)
+}

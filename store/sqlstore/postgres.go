@@ -1,0 +1,103 @@
+// PostgreSQL specifics: one pool through pgx's database/sql driver, an advisory lock around the
+// migrations, and which errors mean "the database cannot be reached right now".
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+)
+
+// migrationLockKey names the advisory lock that replicas take to migrate one at a time; any
+// constant works as long as every usersd uses the same one ("usersd" in ASCII).
+const migrationLockKey = 0x757365727364
+
+var postgresDialect = dialect{
+	name:          "postgres",
+	migrationsDir: "migrations/postgres",
+	// READ COMMITTED, PostgreSQL's default, takes a new snapshot for every statement, so a page and
+	// its count could disagree; REPEATABLE READ reads one snapshot for the whole transaction.
+	snapshot: sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+	lockMigrations: func(ctx context.Context, conn *sql.Conn) (func() error, error) {
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLockKey)); err != nil {
+			return nil, err
+		}
+		return func() error {
+			// A session lock outlives the migration: release it on this connection before the
+			// pool hands the connection to anyone else.
+			_, err := conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLockKey))
+			return err
+		}, nil
+	},
+	unavailable:         postgresUnavailable,
+	foreignKeyViolation: func(err error) bool { return postgresCode(err) == "23503" },
+	// Counted from the rows: a count row that every create updates serialises the creates of all
+	// replicas behind one row lock (migration 0004 removed it).
+	countUsers: countUsersByScan,
+}
+
+// isPostgresURL reports whether dsn names a PostgreSQL database rather than a SQLite file.
+func isPostgresURL(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// openPostgres opens a pool on the database that dsn names and checks that it answers.
+func openPostgres(ctx context.Context, dsn string) (*sql.DB, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL URL: %w", err) // pgx's message never repeats the password
+	}
+	// A replica keeps a modest pool: many replicas share the server's connection limit.
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxLifetime(time.Hour) // lets a failover or a pooler's rebalancing reach every connection
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pingCtx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	return db, nil
+}
+
+// postgresUnavailable reports whether err is a failure to reach the server (refused, reset, or the
+// server shutting down or out of connections), as opposed to an error in the statement.
+func postgresUnavailable(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	switch code := postgresCode(err); {
+	case strings.HasPrefix(code, "08"): // connection exception
+		return true
+	case code == "57P01", code == "57P02", code == "57P03": // shutdown by admin, crash, cannot connect now
+		return true
+	case code == "53300": // too many connections
+		return true
+	case code != "":
+		return false // the server answered: the statement, not the connection, failed
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		pgconn.SafeToRetry(err)
+}
+
+// postgresCode returns the SQLSTATE of a server error, or "".
+func postgresCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}

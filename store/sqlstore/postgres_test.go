@@ -1,0 +1,89 @@
+package sqlstore_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"usersd/store"
+	"usersd/store/sqlstore"
+	"usersd/store/storetest"
+)
+
+func TestPostgresConformance(t *testing.T) {
+	storetest.PostgresURL(t) // skip once here, not in every case, when there is no server
+	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+		return open(t, storetest.PostgresSchema(t), sqlstore.WithClock(now))
+	})
+}
+
+// TestPostgresReplicasMigrateOnce starts several stores on one empty schema at once, as replicas
+// starting together would: the advisory lock lets one migrate while the others wait, then they all
+// work on the same tables.
+func TestPostgresReplicasMigrateOnce(t *testing.T) {
+	dsn := storetest.PostgresSchema(t)
+	const replicas = 5
+	stores := make([]*sqlstore.Store, replicas)
+	errs := make([]error, replicas)
+	var wg sync.WaitGroup
+	for i := range replicas {
+		wg.Go(func() { stores[i], errs[i] = sqlstore.Open(context.Background(), dsn) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("replica %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	u, err := stores[0].CreateUser(context.Background(), store.NewUser{Name: "shared"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range stores {
+		if got, err := s.GetUser(context.Background(), u.ID); err != nil || got.Name != "shared" {
+			t.Fatalf("replica %d reads %+v, %v", i, got, err)
+		}
+	}
+	var applied int
+	if err := storetest.OpenPostgres(t, dsn).QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	files, err := os.ReadDir("migrations/postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied != len(files) {
+		t.Fatalf("schema_migrations has %d rows, want one per migration (%d)", applied, len(files))
+	}
+}
+
+// TestPostgresComparesTextBytewise: names and roles sort byte-wise on SQLite, so on PostgreSQL they
+// must not follow the database's locale, whatever the server was created with.
+func TestPostgresComparesTextBytewise(t *testing.T) {
+	dsn := storetest.PostgresSchema(t)
+	open(t, dsn).Close()
+	rows, err := storetest.OpenPostgres(t, dsn).Query(`SELECT column_name, COALESCE(collation_name, '')
+		FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = 'users' AND column_name IN ('name', 'role')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	seen := 0
+	for rows.Next() {
+		var column, collation string
+		if err := rows.Scan(&column, &collation); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		if collation != "C" {
+			t.Errorf("users.%s has collation %q, want C (byte-wise)", column, collation)
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("found %d of the columns name and role", seen)
+	}
+}
