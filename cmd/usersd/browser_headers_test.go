@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSecurityHeadersOnEveryAnswer: REST answers, errors and static files all carry the headers that
+// stop a browser from sniffing, framing or leaking the page's address.
+func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
+	s := startServer(t)
+	id := idOf(t, s.createUser(t, "headers", ""))
+	for _, req := range []request{
+		{method: "GET", path: "/"},
+		{method: "GET", path: "/users"},
+		{method: "GET", path: fmt.Sprintf("/users/%d", id)},
+		{method: "GET", path: "/users/999999"},
+		{method: "POST", path: "/users", header: jsonBody, body: `{"name":"x"}`},
+		{method: "GET", path: "/no/such/path"},
+		{method: "GET", path: "/health"},
+	} {
+		res := s.do(t, http1Client, req)
+		for name, want := range map[string]string{
+			"X-Content-Type-Options": "nosniff",
+			"Referrer-Policy":        "no-referrer",
+		} {
+			if got := res.header.Get(name); got != want {
+				t.Errorf("%s %s: %s %q, want %q", req.method, req.path, name, got, want)
+			}
+		}
+		csp := res.header.Get("Content-Security-Policy")
+		for _, directive := range []string{"default-src 'self'", "script-src 'self'", "frame-ancestors 'none'", "object-src 'none'"} {
+			if !strings.Contains(csp, directive) {
+				t.Errorf("%s %s: Content-Security-Policy %q lacks %q", req.method, req.path, csp, directive)
+			}
+		}
+		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+			t.Errorf("%s %s: Content-Security-Policy %q allows inline or eval'd script", req.method, req.path, csp)
+		}
+	}
+}
+
+// TestCORS: with no origins configured, a browser on another origin gets no permission; with one,
+// that origin (and only it) may call REST and RPC routes with the service's headers, and can read
+// the headers the service answers with.
+func TestCORS(t *testing.T) {
+	// preflight asks as a browser does: header names lowercased and sorted (Fetch standard).
+	preflight := func(s *testServer, origin, method, path, headers string) response {
+		names := strings.Split(headers, ",")
+		slices.Sort(names)
+		return s.do(t, http1Client, request{method: "OPTIONS", path: path, header: map[string]string{
+			"Origin": origin, "Access-Control-Request-Method": method, "Access-Control-Request-Headers": strings.Join(names, ","),
+		}})
+	}
+	t.Run("off by default", func(t *testing.T) {
+		s := startServer(t)
+		res := preflight(s, "https://app.example", "POST", "/users", "content-type,x-api-key")
+		if got := res.header.Get("Access-Control-Allow-Origin"); got != "" {
+			t.Fatalf("a preflight from another origin was allowed (%q) with no origins configured", got)
+		}
+		get := s.do(t, http1Client, request{method: "GET", path: "/users", header: map[string]string{"Origin": "https://app.example"}})
+		if get.header.Get("Access-Control-Allow-Origin") != "" {
+			t.Fatal("a cross-origin read was allowed with no origins configured")
+		}
+	})
+	t.Run("configured origins", func(t *testing.T) {
+		s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{"USERS_CORS_ORIGINS": "https://app.example, https://admin.example"})
+		for _, c := range []struct{ method, path, headers string }{
+			{"POST", "/users", "content-type,x-api-key,idempotency-key"},
+			{"PATCH", "/users/1", "content-type,x-api-key,if-match"},
+			{"DELETE", "/users/1", "x-api-key,if-match"},
+			{"POST", "/users.v1.Users/CreateUser", "content-type,connect-protocol-version,x-api-key"},
+			{"POST", "/users.v1.Users/GetUser", "content-type,x-grpc-web,x-user-agent"},
+		} {
+			res := preflight(s, "https://app.example", c.method, c.path, c.headers)
+			if res.status/100 != 2 || res.header.Get("Access-Control-Allow-Origin") != "https://app.example" {
+				t.Errorf("preflight %s %s: %d, allow-origin %q", c.method, c.path, res.status, res.header.Get("Access-Control-Allow-Origin"))
+			}
+			allowed := strings.ToLower(res.header.Get("Access-Control-Allow-Headers"))
+			for _, h := range strings.Split(c.headers, ",") {
+				if !strings.Contains(allowed, h) {
+					t.Errorf("preflight %s %s: header %s not allowed (%q)", c.method, c.path, h, allowed)
+				}
+			}
+		}
+		if res := preflight(s, "https://evil.example", "POST", "/users", "content-type,x-api-key"); res.header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("an origin that is not configured was allowed: %q", res.header.Get("Access-Control-Allow-Origin"))
+		}
+		created := s.do(t, http1Client, request{method: "POST", path: "/users", header: map[string]string{
+			"Origin": "https://admin.example", "Content-Type": "application/json"}, body: `{"name":"cors"}`, key: true})
+		if created.status != http.StatusCreated || created.header.Get("Access-Control-Allow-Origin") != "https://admin.example" {
+			t.Fatalf("cross-origin create: %d, allow-origin %q", created.status, created.header.Get("Access-Control-Allow-Origin"))
+		}
+		exposed := strings.ToLower(created.header.Get("Access-Control-Expose-Headers"))
+		for _, h := range []string{"etag", "link", "x-total-count", "location", "grpc-status", "grpc-message", "idempotent-replayed"} {
+			if !strings.Contains(exposed, h) {
+				t.Errorf("Access-Control-Expose-Headers %q lacks %s", exposed, h)
+			}
+		}
+	})
+}
+
+// TestDrainSaysNotServingBeforeStopping: on a stop signal, health checks say NOT_SERVING at once,
+// while requests are still served for the drain delay, so a load balancer can move traffic away.
+func TestDrainSaysNotServingBeforeStopping(t *testing.T) {
+	s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{"USERS_DRAIN_DELAY": "2s"})
+	if res := s.do(t, http1Client, request{method: "GET", path: "/health"}); res.status != http.StatusOK {
+		t.Fatalf("/health before the signal: %d", res.status)
+	}
+	stopped := make(chan struct{})
+	go func() { s.stop(); close(stopped) }()
+	deadline := time.Now().Add(time.Second)
+	for s.do(t, http1Client, request{method: "GET", path: "/health"}).status != http.StatusServiceUnavailable {
+		if time.Now().After(deadline) {
+			t.Fatal("/health still 200 a second after the stop signal")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if status := grpcHealthStatus(t, s); status != 2 {
+		t.Errorf("gRPC health while draining: %d, want NOT_SERVING (2)", status)
+	}
+	if res := s.do(t, http1Client, request{method: "GET", path: "/users"}); res.status != http.StatusOK {
+		t.Errorf("a request while draining: %d, want it still served", res.status)
+	}
+	select {
+	case <-stopped:
+		t.Fatal("the server stopped before its drain delay ended")
+	default:
+	}
+	<-stopped
+	if len(s.logs.entries(map[string]any{"msg": "draining"})) != 1 {
+		t.Errorf("no draining log line:\n%s", s.logs)
+	}
+}
+
+// TestThePageIsCachedAndNeedsNoInlineScript: the page's files revalidate with their content's tag,
+// and the page holds nothing that its strict Content-Security-Policy would block.
+func TestThePageIsCachedAndNeedsNoInlineScript(t *testing.T) {
+	s := startServer(t)
+	for _, path := range []string{"/", "/app.js", "/app.css"} {
+		res := s.do(t, http1Client, request{method: "GET", path: path})
+		tag := res.header.Get("ETag")
+		if res.status != http.StatusOK || len(tag) < 10 || res.header.Get("Cache-Control") != "no-cache" {
+			t.Fatalf("GET %s: %d, ETag %q, Cache-Control %q", path, res.status, tag, res.header.Get("Cache-Control"))
+		}
+		again := s.do(t, http1Client, request{method: "GET", path: path, header: map[string]string{"If-None-Match": tag}})
+		if again.status != http.StatusNotModified || len(again.body) != 0 {
+			t.Fatalf("GET %s with its tag: %d, %d bytes; want 304 and no body", path, again.status, len(again.body))
+		}
+	}
+	page := string(s.do(t, http1Client, request{method: "GET", path: "/"}).body)
+	for _, inline := range []string{"<script>", "<script type=\"module\">", " style=", "<style", "javascript:", " onclick=", " onload="} {
+		if strings.Contains(page, inline) {
+			t.Errorf("index.html holds %q, which the Content-Security-Policy blocks", inline)
+		}
+	}
+	if !strings.Contains(page, `<script type="module" src="/app.js"></script>`) {
+		t.Error("index.html does not load /app.js")
+	}
+}

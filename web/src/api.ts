@@ -1,0 +1,64 @@
+// The service, as the page reaches it: the generated Users client on Connect over fetch, with the
+// API key (asked for once, kept for the browser tab) sent on every call that writes.
+import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-web";
+import { Users } from "./gen/users/v1/users_pb";
+
+const keyStorage = "usersd.apiKey";
+
+/** The API key of this tab, or "" until the person gives one. */
+export function apiKey(): string {
+  return sessionStorage.getItem(keyStorage) ?? "";
+}
+
+export function setAPIKey(key: string): void {
+  if (key) sessionStorage.setItem(keyStorage, key);
+  else sessionStorage.removeItem(keyStorage);
+}
+
+/** Methods that only read; every other one changes data and needs the key (as on the server). */
+const readOnly = new Set(["GetUser", "ListUsers", "ListUserPosts"]);
+
+const sendKey: Interceptor = (next) => async (req) => {
+  if (!readOnly.has(req.method.name) && apiKey()) {
+    req.header.set("x-api-key", apiKey());
+  }
+  try {
+    return await next(req);
+  } catch (err) {
+    // A refused key is forgotten, so that the next write asks for it again.
+    if (ConnectError.from(err).code === Code.Unauthenticated) setAPIKey("");
+    throw err;
+  }
+};
+
+export const users = createClient(
+  Users,
+  createConnectTransport({ baseUrl: window.location.origin, interceptors: [sendKey] }),
+);
+
+/** Says in words what went wrong with a call, for the person using the page. */
+export function describeError(err: unknown): string {
+  const e = ConnectError.from(err);
+  const detail = e.rawMessage ? ` (${e.rawMessage})` : "";
+  switch (e.code) {
+    case Code.Unauthenticated:
+      return "The service did not accept the API key. Enter a valid key and try again.";
+    case Code.InvalidArgument:
+      return `The service refused the input${detail}.`;
+    case Code.NotFound:
+      return "That user no longer exists. The list has been refreshed.";
+    case Code.Aborted:
+      return "Someone changed this user after you opened it. It has been reloaded: check it and save again.";
+    case Code.FailedPrecondition:
+      return `The request conflicts with an earlier one${detail}.`;
+    case Code.Unavailable:
+      return "The service is temporarily unavailable. Try again in a moment.";
+    case Code.DeadlineExceeded:
+      return "The service took too long to answer. Try again.";
+    case Code.Canceled:
+      return "The request was cancelled.";
+    default:
+      return `Something went wrong${detail}. Try again; if it keeps happening, tell the team that runs usersd.`;
+  }
+}

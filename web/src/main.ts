@@ -1,0 +1,330 @@
+// The page: a list of users (filter, sort, pages), one user with their posts, and the forms that
+// create, edit and delete. Every call goes through the generated client in api.ts.
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { apiKey, describeError, setAPIKey, users } from "./api";
+import type { User } from "./gen/users/v1/users_pb";
+
+type SortField = "id" | "name" | "role" | "createdAt";
+
+/** What the list shows: the collection query of SPEC.md section 3.1. */
+const query = { role: "", sort: "id" as SortField, descending: false, page: 1, limit: 10 };
+/** Numbers each list load, so that an answer to a load that a newer one replaced is dropped. */
+let listLoads = 0;
+/** The user open in the detail panel, with the etag it was read at. */
+let current: User | undefined;
+
+function element<T extends HTMLElement>(id: string): T {
+  const found = document.getElementById(id);
+  if (!found) throw new Error(`the page has no #${id}`);
+  return found as T;
+}
+
+const ui = {
+  status: element<HTMLParagraphElement>("status"),
+  error: element<HTMLParagraphElement>("error"),
+  filters: element<HTMLFormElement>("filters"),
+  roleFilter: element<HTMLInputElement>("role-filter"),
+  pageSize: element<HTMLSelectElement>("page-size"),
+  rows: element<HTMLTableSectionElement>("user-rows"),
+  sortButtons: document.querySelectorAll<HTMLButtonElement>("button[data-sort]"),
+  prev: element<HTMLButtonElement>("prev-page"),
+  next: element<HTMLButtonElement>("next-page"),
+  pageInfo: element<HTMLSpanElement>("page-info"),
+  createForm: element<HTMLFormElement>("create-form"),
+  detail: element<HTMLElement>("detail"),
+  detailTitle: element<HTMLHeadingElement>("detail-title"),
+  detailMeta: element<HTMLParagraphElement>("detail-meta"),
+  editForm: element<HTMLFormElement>("edit-form"),
+  deleteButton: element<HTMLButtonElement>("delete-user"),
+  closeButton: element<HTMLButtonElement>("close-detail"),
+  posts: element<HTMLOListElement>("posts"),
+  postForm: element<HTMLFormElement>("post-form"),
+  keyDialog: element<HTMLDialogElement>("key-dialog"),
+  keyInput: element<HTMLInputElement>("key-input"),
+  keyState: element<HTMLSpanElement>("key-state"),
+  forgetKey: element<HTMLButtonElement>("forget-key"),
+};
+
+// ---- messages
+
+function say(message: string): void {
+  ui.error.hidden = true;
+  ui.status.textContent = message;
+}
+
+function fail(err: unknown): void {
+  ui.error.textContent = describeError(err);
+  ui.error.hidden = false;
+  ui.status.textContent = "";
+}
+
+function formatTime(ts: Timestamp | undefined): string {
+  return ts ? timestampDate(ts).toLocaleString() : "";
+}
+
+// ---- the API key
+
+function showKeyState(): void {
+  ui.keyState.textContent = apiKey() ? "API key set for this tab" : "No API key yet: you will be asked on your first change";
+  ui.forgetKey.hidden = !apiKey();
+}
+
+/** Makes sure there is a key before a write, asking for it once; false if the person cancels. */
+function ensureKey(): Promise<boolean> {
+  if (apiKey()) return Promise.resolve(true);
+  ui.keyInput.value = "";
+  ui.keyDialog.showModal();
+  return new Promise((resolve) => {
+    ui.keyDialog.addEventListener(
+      "close",
+      () => {
+        const key = ui.keyDialog.returnValue === "save" ? ui.keyInput.value.trim() : "";
+        setAPIKey(key);
+        showKeyState();
+        resolve(key !== "");
+      },
+      { once: true },
+    );
+  });
+}
+
+/** Runs a write: asks for the key first, reports a refusal in words, and refreshes the key state. */
+async function write(action: () => Promise<void>): Promise<void> {
+  if (!(await ensureKey())) {
+    say("Nothing was changed: an API key is needed to make changes.");
+    return;
+  }
+  try {
+    await action();
+  } catch (err) {
+    fail(err);
+  } finally {
+    showKeyState();
+  }
+}
+
+// ---- the list
+
+async function loadList(): Promise<void> {
+  const load = ++listLoads;
+  try {
+    const res = await users.listUsers({
+      role: query.role,
+      sort: (query.descending ? "-" : "") + query.sort,
+      page: query.page,
+      limit: query.limit,
+    });
+    // Answers can arrive out of order (a quick sort, then a page change): only the newest counts.
+    if (load !== listLoads) return;
+    const pages = Math.max(1, Math.ceil(res.totalCount / query.limit));
+    if (query.page > pages) {
+      query.page = pages; // the last page emptied (a delete elsewhere): show the new last page
+      return loadList();
+    }
+    renderRows(res.users);
+    ui.pageInfo.textContent = `Page ${query.page} of ${pages} (${res.totalCount} ${res.totalCount === 1 ? "user" : "users"})`;
+    ui.prev.disabled = query.page <= 1;
+    ui.next.disabled = query.page >= pages;
+    for (const button of ui.sortButtons) {
+      const th = button.closest("th");
+      const sorted = button.dataset.sort === query.sort;
+      th?.setAttribute("aria-sort", sorted ? (query.descending ? "descending" : "ascending") : "none");
+      button.dataset.direction = sorted ? (query.descending ? "desc" : "asc") : "";
+    }
+  } catch (err) {
+    if (load === listLoads) fail(err);
+  }
+}
+
+function renderRows(list: User[]): void {
+  const rows = list.map((user) => {
+    const row = document.createElement("tr");
+    row.dataset.userId = String(user.id);
+    const open = document.createElement("button");
+    open.type = "button";
+    open.className = "link";
+    open.textContent = user.name;
+    open.setAttribute("aria-label", `Open ${user.name}`);
+    open.addEventListener("click", () => void openUser(user.id));
+    const cells = [String(user.id), open, user.role || "—", formatTime(user.createdAt)];
+    for (const content of cells) {
+      const cell = document.createElement("td");
+      cell.append(content);
+      row.append(cell);
+    }
+    return row;
+  });
+  if (rows.length === 0) {
+    const row = document.createElement("tr");
+    const cell = document.createElement("td");
+    cell.colSpan = 4;
+    cell.className = "empty";
+    cell.textContent = query.role ? `No user has the role “${query.role}”.` : "No users yet: create the first one below.";
+    row.append(cell);
+    rows.push(row);
+  }
+  ui.rows.replaceChildren(...rows);
+}
+
+// ---- one user
+
+async function openUser(id: number): Promise<void> {
+  try {
+    current = await users.getUser({ id });
+    renderUser(current);
+    await loadPosts(id);
+    ui.detail.hidden = false;
+    ui.detailTitle.focus();
+  } catch (err) {
+    fail(err);
+    await loadList();
+  }
+}
+
+function renderUser(user: User): void {
+  ui.detailTitle.textContent = user.name;
+  ui.detailMeta.textContent = `User ${user.id} · created ${formatTime(user.createdAt)} · updated ${formatTime(user.updatedAt)}`;
+  field(ui.editForm, "name").value = user.name;
+  field(ui.editForm, "role").value = user.role;
+}
+
+async function loadPosts(userId: number): Promise<void> {
+  const res = await users.listUserPosts({ userId, limit: 100 });
+  const items = res.posts.map((post) => {
+    const item = document.createElement("li");
+    const title = document.createElement("strong");
+    title.textContent = post.title;
+    const when = document.createElement("time");
+    when.textContent = formatTime(post.createdAt);
+    item.append(title, " ", when);
+    if (post.body) {
+      const body = document.createElement("p");
+      body.textContent = post.body;
+      item.append(body);
+    }
+    return item;
+  });
+  if (items.length === 0) {
+    const item = document.createElement("li");
+    item.className = "empty";
+    item.textContent = "No posts yet.";
+    items.push(item);
+  }
+  ui.posts.replaceChildren(...items);
+}
+
+function closeUser(): void {
+  current = undefined;
+  ui.detail.hidden = true;
+}
+
+function field(form: HTMLFormElement, name: string): HTMLInputElement | HTMLTextAreaElement {
+  const control = form.elements.namedItem(name);
+  if (!(control instanceof HTMLInputElement || control instanceof HTMLTextAreaElement)) {
+    throw new Error(`form #${form.id} has no field ${name}`);
+  }
+  return control;
+}
+
+// ---- wiring
+
+ui.filters.addEventListener("submit", (event) => {
+  event.preventDefault();
+  query.role = ui.roleFilter.value.trim();
+  query.limit = Number(ui.pageSize.value);
+  query.page = 1;
+  void loadList();
+});
+
+ui.pageSize.addEventListener("change", () => ui.filters.requestSubmit());
+
+for (const button of ui.sortButtons) {
+  button.addEventListener("click", () => {
+    const field = button.dataset.sort as SortField;
+    query.descending = query.sort === field ? !query.descending : false;
+    query.sort = field;
+    query.page = 1;
+    void loadList();
+  });
+}
+
+ui.prev.addEventListener("click", () => {
+  query.page = Math.max(1, query.page - 1);
+  void loadList();
+});
+
+ui.next.addEventListener("click", () => {
+  query.page += 1;
+  void loadList();
+});
+
+ui.createForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const name = field(ui.createForm, "name").value;
+  const role = field(ui.createForm, "role").value;
+  void write(async () => {
+    // One key per submission: a retry after a dropped connection cannot create the user twice.
+    const res = await users.createUser({ user: { name, role }, requestId: crypto.randomUUID() });
+    ui.createForm.reset();
+    say(`Created ${res.user?.name} (user ${res.user?.id}).`);
+    await loadList();
+    if (res.user) await openUser(res.user.id);
+  });
+});
+
+ui.editForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const user = current;
+  if (!user) return;
+  const name = field(ui.editForm, "name").value;
+  const role = field(ui.editForm, "role").value;
+  void write(async () => {
+    try {
+      // The etag makes the save conditional: it fails if someone else saved in between.
+      const res = await users.replaceUser({ id: user.id, user: { name, role }, etag: user.etag });
+      current = res.user;
+      if (current) renderUser(current);
+      say(`Saved ${current?.name}.`);
+      await loadList();
+    } catch (err) {
+      fail(err);
+      if (current) await openUser(current.id); // show what is stored now, beside the message
+    }
+  });
+});
+
+ui.deleteButton.addEventListener("click", () => {
+  const user = current;
+  if (!user || !window.confirm(`Delete ${user.name} and all of their posts?`)) return;
+  void write(async () => {
+    await users.deleteUser({ id: user.id, etag: user.etag });
+    closeUser();
+    say(`Deleted ${user.name}.`);
+    await loadList();
+  });
+});
+
+ui.closeButton.addEventListener("click", closeUser);
+
+ui.postForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const user = current;
+  if (!user) return;
+  const title = field(ui.postForm, "title").value;
+  const body = field(ui.postForm, "body").value;
+  void write(async () => {
+    await users.createUserPost({ userId: user.id, post: { title, body }, requestId: crypto.randomUUID() });
+    ui.postForm.reset();
+    say(`Added the post “${title}”.`);
+    await loadPosts(user.id);
+  });
+});
+
+ui.forgetKey.addEventListener("click", () => {
+  setAPIKey("");
+  showKeyState();
+  say("The API key was forgotten.");
+});
+
+showKeyState();
+void loadList();
