@@ -1,0 +1,435 @@
+// Command benchrun is the engine of bench/run: it seeds usersd's data, then runs every scenario
+// (usersd and the baselines, one at a time, pinned to CPU 0, with the load generator on CPU 1)
+// in interleaved rounds, and writes the table of medians and ratios. bench/run installs the load
+// generators and builds the programs before it starts this.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"usersd/bench/internal/fixture"
+)
+
+// apiKey is the key usersd is started with (USERS_API_KEYS) and the write scenario sends.
+const apiKey = "bench-key"
+
+// runner holds the settings of one benchmark run and what it has measured so far.
+type runner struct {
+	bin       string // folder with usersd, baseline-http, baseline-grpc and seed
+	wrkScript string
+	work      string // scratch folder, removed at the end
+	rounds    int
+	duration  time.Duration
+	warmup    time.Duration
+	million   bool
+	only      map[string]bool
+	// quietWait is how long each run may wait for the machine to be quiet (both CPUs below
+	// quietBusy percent busy) before it starts; 0 starts at once.
+	quietWait time.Duration
+	quietBusy float64
+	// A run in which other work took more than maxOther percent of either CPU is repeated, up to
+	// retries times; the last attempt is kept either way.
+	maxOther float64
+	retries  int
+	ticks    int64 // clock ticks per second of /proc's CPU times
+
+	summaries map[int]fixture.Summary // by number of users
+	seeded    map[int]string          // seeded SQLite file, by number of users
+	current   scenario
+	records   []record
+
+	mu      sync.Mutex
+	servers map[*server]bool // running now, to stop on a signal
+}
+
+// record is one run of one scenario in one round.
+type record struct {
+	round     int
+	scenario  string
+	res       result
+	cpuPerReq float64 // server CPU µs per completed request
+	rssKiB    int64
+	// otherCPU is the larger share (%) of CPU 0 or CPU 1 that went to anything but the server (on
+	// 0) or the load generator (on 1) during the measurement: other people's work.
+	otherCPU  float64
+	clientCPU float64 // % of CPU 1 used by the load generator
+	attempts  int     // 1, or more when a run was repeated because other work took its CPUs
+	load1     string  // the 1-minute load average when the run started
+	waited    time.Duration
+	quiet     bool // whether the machine was quiet when the run started
+	note      string
+	err       error
+}
+
+func main() {
+	r := &runner{summaries: map[int]fixture.Summary{}, seeded: map[int]string{}, servers: map[*server]bool{}}
+	var out, only, command, commit string
+	var quick bool
+	flag.StringVar(&r.bin, "bin", "", "folder with the built usersd, baseline-http, baseline-grpc and seed")
+	flag.StringVar(&r.wrkScript, "wrk-script", "", "bench/wrk/bench.lua")
+	flag.StringVar(&out, "out", "", "folder for results.tsv and report.md")
+	flag.IntVar(&r.rounds, "rounds", 3, "rounds; each runs every scenario once, in turn")
+	flag.DurationVar(&r.duration, "duration", 10*time.Second, "measured time per scenario and round")
+	flag.DurationVar(&r.warmup, "warmup", 3*time.Second, "load before each measurement, not measured")
+	flag.BoolVar(&quick, "quick", false, "1 round, 3s measured, 1s warm-up (unless given)")
+	flag.BoolVar(&r.million, "million", false, "also seed 1,000,000 users and run the list scenarios on them")
+	flag.DurationVar(&r.quietWait, "quiet-wait", 10*time.Second, "how long each run may wait for other processes to calm down (0: no wait)")
+	flag.Float64Var(&r.quietBusy, "quiet-busy", 10, "CPU busy percent under which the machine counts as quiet")
+	flag.Float64Var(&r.maxOther, "max-other", 10, "repeat a run in which other processes took more than this percent of either CPU")
+	flag.IntVar(&r.retries, "retries", 2, "how many times a disturbed run may be repeated")
+	flag.StringVar(&only, "only", "", "comma-separated scenario ids to run (default: all)")
+	flag.StringVar(&command, "command", "", "the command line, for the report")
+	flag.StringVar(&commit, "commit", "", "the commit measured, for the report")
+	flag.Parse()
+	if quick {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["rounds"] {
+			r.rounds = 1
+		}
+		if !set["duration"] {
+			r.duration = 3 * time.Second
+		}
+		if !set["warmup"] {
+			r.warmup = time.Second
+		}
+	}
+	if only != "" {
+		r.only = map[string]bool{}
+		for id := range strings.SplitSeq(only, ",") {
+			r.only[strings.TrimSpace(id)] = true
+		}
+	}
+	if r.bin == "" || r.wrkScript == "" || out == "" {
+		fmt.Fprintln(os.Stderr, "benchrun: -bin, -wrk-script and -out are required (bench/run gives them)")
+		os.Exit(2)
+	}
+	if err := r.main(out, command, commit); err != nil {
+		fmt.Fprintln(os.Stderr, "benchrun:", err)
+		os.Exit(1)
+	}
+}
+
+func (r *runner) main(out, command, commit string) error {
+	var err error
+	if r.ticks, err = clockTicks(); err != nil {
+		return err
+	}
+	if r.work, err = os.MkdirTemp("", "usersd-bench-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(r.work)
+	r.stopOnSignal()
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	info := machineInfo(r, command, commit)
+
+	var todo []scenario
+	known := map[string]bool{}
+	for _, sc := range scenarios() {
+		known[sc.id] = true
+		switch {
+		case r.only != nil && !r.only[sc.id]:
+		case sc.users == million && !r.million && r.only == nil:
+		default:
+			todo = append(todo, sc)
+		}
+	}
+	for id := range r.only {
+		if !known[id] {
+			return fmt.Errorf("no scenario %q", id)
+		}
+	}
+	if len(todo) == 0 {
+		return errors.New("no scenario to run")
+	}
+	for _, sc := range todo {
+		if sc.server == usersd {
+			if err := r.seed(sc.users); err != nil {
+				return err
+			}
+		}
+	}
+
+	fmt.Printf("%d rounds x %d scenarios, %s measured after %s of warm-up each\n", r.rounds, len(todo), r.duration, r.warmup)
+	for round := 1; round <= r.rounds; round++ {
+		for _, sc := range todo {
+			var rec record
+			for attempt := 1; ; attempt++ {
+				rec = r.runOne(round, sc)
+				rec.attempts = attempt
+				if rec.err != nil || rec.otherCPU <= r.maxOther || attempt > r.retries {
+					break
+				}
+				fmt.Printf("round %d  %-15s disturbed: other work took %.0f%% of a CPU; again\n", round, sc.id, rec.otherCPU)
+			}
+			r.records = append(r.records, rec)
+			if rec.err != nil {
+				fmt.Printf("round %d  %-15s FAILED: %v\n", round, sc.id, rec.err)
+				continue
+			}
+			fmt.Printf("round %d  %-15s %9.0f req/s  p50 %-9s p99 %-9s %7.1f µs/req  RSS %5.1f MiB  others %3.0f%%  client %3.0f%%  waited %s%s  %s\n",
+				round, sc.id, rec.res.rps, fmtLatency(rec.res.p50), fmtLatency(rec.res.p99), rec.cpuPerReq,
+				float64(rec.rssKiB)/1024, rec.otherCPU, rec.clientCPU, rec.waited, notQuiet(rec), rec.note)
+		}
+	}
+
+	if err := writeTSV(filepath.Join(out, "results.tsv"), r.records); err != nil {
+		return err
+	}
+	table := reportMarkdown(info, todo, r.records)
+	if err := os.WriteFile(filepath.Join(out, "report.md"), []byte(table), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("\n%s\nresults: %s\n", table, out)
+	for _, rec := range r.records {
+		if rec.err != nil {
+			return errors.New("some runs failed; see above")
+		}
+	}
+	return nil
+}
+
+// seed makes the SQLite file with n users once; every usersd run gets a fresh copy of it.
+func (r *runner) seed(n int) error {
+	if _, ok := r.seeded[n]; ok {
+		return nil
+	}
+	path := filepath.Join(r.work, fmt.Sprintf("seed-%d.db", n))
+	summaryPath := path + ".json"
+	fmt.Printf("seeding %d users...\n", n)
+	cmd := exec.Command(filepath.Join(r.bin, "seed"), "-db", path, "-users", fmt.Sprint(n), "-summary", summaryPath)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("seed %d users: %w", n, err)
+	}
+	b, err := os.ReadFile(summaryPath)
+	if err != nil {
+		return err
+	}
+	var s fixture.Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	r.summaries[n], r.seeded[n] = s, path
+	return nil
+}
+
+// runOne starts the scenario's server, checks it, warms it up, measures, and stops it.
+func (r *runner) runOne(round int, sc scenario) (rec record) {
+	rec = record{round: round, scenario: sc.id}
+	r.current = sc
+	dir := filepath.Join(r.work, fmt.Sprintf("%d-%s", round, sc.id))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		rec.err = err
+		return rec
+	}
+	defer os.RemoveAll(dir) // the access log of a run can be large
+	rec.waited, rec.quiet = r.waitQuiet()
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		rec.load1, _, _ = strings.Cut(string(b), " ")
+	}
+
+	var bin string
+	var args, env []string
+	dbPath := filepath.Join(dir, "users.db")
+	switch sc.server {
+	case usersd:
+		if err := copyFile(r.seeded[sc.users], dbPath); err != nil {
+			rec.err = err
+			return rec
+		}
+		bin, args, env = "usersd", []string{"-addr", "127.0.0.1:0", "-db", dbPath}, []string{"USERS_API_KEYS=" + apiKey}
+	case baselineHTTP:
+		bin, args = "baseline-http", []string{"-addr", "127.0.0.1:0", "-users", fmt.Sprint(sc.users)}
+	case baselineGRPC:
+		bin, args = "baseline-grpc", []string{"-addr", "127.0.0.1:0", "-users", fmt.Sprint(sc.users)}
+	}
+	srv, err := r.start(filepath.Join(r.bin, bin), args, env, filepath.Join(dir, "server.log"))
+	if err != nil {
+		rec.err = err
+		return rec
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			r.stop(srv, syscall.SIGTERM)
+		}
+	}()
+	fail := func(err error) record {
+		rec.err = fmt.Errorf("%w\nserver log ends: %s", err, tail(srv.log))
+		return rec
+	}
+
+	if err := sc.check(r, srv.addr); err != nil {
+		return fail(fmt.Errorf("check before load: %w", err))
+	}
+	warm, err := sc.load.run(r, srv.addr, r.warmup, dir)
+	if err != nil {
+		return fail(fmt.Errorf("warm-up: %w", err))
+	}
+	ticks0, err1 := cpuTicks(srv.pid())
+	server0, err2 := cpuBusy(0)
+	client0, err3 := cpuBusy(1)
+	res, err4 := sc.load.run(r, srv.addr, r.duration, dir)
+	ticks1, err5 := cpuTicks(srv.pid())
+	server1, err6 := cpuBusy(0)
+	client1, err7 := cpuBusy(1)
+	rss, err8 := peakRSS(srv.pid())
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8); err != nil {
+		return fail(err)
+	}
+	rec.res, rec.rssKiB = res, rss
+	if res.requests > 0 {
+		rec.cpuPerReq = float64(ticks1-ticks0) * 1e6 / float64(r.ticks) / float64(res.requests)
+	}
+	if res.wall > 0 {
+		window := res.wall.Seconds() * float64(r.ticks)
+		clientTicks := res.clientCPU.Seconds() * float64(r.ticks)
+		rec.otherCPU = max(float64((server1-server0)-(ticks1-ticks0)), float64(client1-client0)-clientTicks, 0) / window * 100
+		rec.clientCPU = res.clientCPU.Seconds() / res.wall.Seconds() * 100
+	}
+	if res.requests == 0 {
+		return fail(errors.New("no request completed"))
+	}
+	if err := sc.check(r, srv.addr); err != nil {
+		return fail(fmt.Errorf("check after load: %w", err))
+	}
+
+	if sc.creates {
+		// Every create that was answered 2xx must be in the file after a crash: kill the process
+		// (no graceful shutdown) and count.
+		r.stop(srv, syscall.SIGKILL)
+		stopped = true
+		if s5xx := warm.s5xx + res.s5xx; s5xx > 0 {
+			rec.err = fmt.Errorf("%d answers were 5xx", s5xx)
+			return rec
+		}
+		acked := warm.s2xx + res.s2xx
+		rows, err := r.countUsers(dbPath)
+		if err != nil {
+			rec.err = err
+			return rec
+		}
+		created := rows - int64(sc.users)
+		if created < acked {
+			rec.err = fmt.Errorf("lost writes: %d creates acknowledged, %d users in the file after SIGKILL", acked, created)
+			return rec
+		}
+		rec.note = fmt.Sprintf("durable: %d of %d acknowledged creates found after SIGKILL (+%d unanswered), 0 5xx", acked, acked, created-acked)
+	}
+	return rec
+}
+
+// waitQuiet waits, up to quietWait, until neither CPU has been busier than quietBusy percent for
+// half a second: on a shared machine, other work on either CPU distorts the run. It says how long
+// it waited and whether the machine was quiet in the end.
+func (r *runner) waitQuiet() (time.Duration, bool) {
+	start := time.Now()
+	for {
+		quiet := true
+		var before [2]int64
+		for cpu := range before {
+			before[cpu], _ = cpuBusy(cpu)
+		}
+		const sample = 500 * time.Millisecond
+		time.Sleep(sample)
+		for cpu := range before {
+			after, err := cpuBusy(cpu)
+			busy := float64(after-before[cpu]) / (sample.Seconds() * float64(r.ticks)) * 100
+			if err != nil || busy > r.quietBusy {
+				quiet = false
+			}
+		}
+		if quiet || time.Since(start) >= r.quietWait {
+			return time.Since(start).Round(100 * time.Millisecond), quiet
+		}
+	}
+}
+
+// countUsers counts the users in a usersd SQLite file with the seeder, which opens it as SQLite
+// does after a crash (replaying the WAL).
+func (r *runner) countUsers(path string) (int64, error) {
+	out, err := exec.Command(filepath.Join(r.bin, "seed"), "-count", "-db", path).Output()
+	if err != nil {
+		return 0, fmt.Errorf("count users: %w", err)
+	}
+	var n int64
+	_, err = fmt.Sscan(string(out), &n)
+	return n, err
+}
+
+func (r *runner) start(bin string, args, env []string, logPath string) (*server, error) {
+	srv, err := startServer(bin, args, env, logPath)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.servers[srv] = true
+	r.mu.Unlock()
+	return srv, nil
+}
+
+func (r *runner) stop(srv *server, sig syscall.Signal) {
+	srv.stop(sig)
+	r.mu.Lock()
+	delete(r.servers, srv)
+	r.mu.Unlock()
+}
+
+// stopOnSignal stops the servers this run started (only those, by their pids) and removes the
+// scratch folder when the run is interrupted. The load generators get the terminal's signal
+// themselves, or end with their duration.
+func (r *runner) stopOnSignal() {
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		sig := <-signals
+		r.mu.Lock()
+		for srv := range r.servers {
+			srv.cmd.Process.Kill()
+			<-srv.done
+		}
+		r.mu.Unlock()
+		os.RemoveAll(r.work)
+		fmt.Fprintf(os.Stderr, "benchrun: stopped by %s\n", sig)
+		os.Exit(130)
+	}()
+}
+
+func notQuiet(rec record) string {
+	if rec.quiet {
+		return ""
+	}
+	return " (not quiet)"
+}
+
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
+}
