@@ -29,6 +29,8 @@ type config struct {
 	drainDelay  time.Duration
 	corsOrigins []string
 	limits      serverLimits
+	// debugAddr serves Go's profiler when set; empty means no debug listener.
+	debugAddr string
 }
 
 // serverLimits are the http.Server's protections against slow and greedy clients.
@@ -101,6 +103,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	s.duration(&l.requestTimeout, "request-timeout", "USERS_REQUEST_TIMEOUT", 10*time.Second, "deadline of each request's work, store queries included")
 	s.int64(&l.http2MaxStreams, "http2-max-streams", "USERS_HTTP2_MAX_STREAMS", 250, "concurrent streams per HTTP/2 connection")
 	s.int64(&l.http2MaxFrameSize, "http2-max-frame-size", "USERS_HTTP2_MAX_FRAME_SIZE", 1<<20, "largest HTTP/2 frame read, 16384 to 16777215")
+	s.string(&cfg.debugAddr, "debug-addr", "USERS_DEBUG_ADDR", "", "address of a separate listener for Go's profiler (/debug/pprof/); keep it on loopback; empty means off")
 	if len(s.errs) > 0 {
 		return config{}, errors.Join(s.errs...)
 	}

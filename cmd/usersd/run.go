@@ -54,15 +54,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	srv := newServer(service, cfg.limits, logger)
 
+	// What runs beside the server stops when run returns, however it returns.
+	background, stopBackground := context.WithCancel(ctx)
+	defer stopBackground()
+	if cfg.debugAddr != "" {
+		if err := serveDebug(background, cfg.debugAddr, logger); err != nil {
+			return fmt.Errorf("debug listener: %w", err)
+		}
+	}
+
 	listener, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
 	logger.Info("listening", "addr", listener.Addr().String(), "db", redactDSN(cfg.db), "api_keys", keys.Len())
 
-	sweepCtx, stopSweeping := context.WithCancel(ctx)
-	defer stopSweeping()
-	go sweepExpiredRequests(sweepCtx, st, sweepInterval, logger)
+	go sweepExpiredRequests(background, st, sweepInterval, logger)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(coalescingListener{listener}) }()
