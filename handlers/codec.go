@@ -12,6 +12,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	usersv1 "usersd/gen/users/v1"
 )
 
 // jsonCodec is protojson with two changes from connect's default codec:
@@ -49,7 +51,18 @@ func (c jsonCodec) Unmarshal(data []byte, message any) error {
 	return unmarshalJSON(data, m)
 }
 
+// marshalJSON writes the compact protojson form of m; a User takes the direct encoder.
 func marshalJSON(m proto.Message) ([]byte, error) {
+	if u, ok := m.(*usersv1.User); ok {
+		if out, ok := appendUserJSON(make([]byte, 0, 192), u); ok {
+			return out, nil
+		}
+	}
+	return marshalProtoJSON(m)
+}
+
+// marshalProtoJSON writes the compact protojson form of any message.
+func marshalProtoJSON(m proto.Message) ([]byte, error) {
 	out, err := protojson.Marshal(m)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,125 @@
+// A direct JSON encoder for User, the message that every read answers with. It writes the exact
+// bytes that protojson (compacted) writes, without protojson's reflection and the compaction pass,
+// which took about a sixth of a REST GET's CPU time. Anything it does not cover, it leaves to
+// protojson, so the bytes on the wire never depend on which path wrote them.
+package handlers
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	usersv1 "usersd/gen/users/v1"
+)
+
+// appendUserJSON appends the protojson form of u to b. It reports false, with b unchanged, when u
+// needs protojson itself: unknown fields, a string that is not valid UTF-8 (an error there), or a
+// timestamp out of protojson's range.
+func appendUserJSON(b []byte, u *usersv1.User) ([]byte, bool) {
+	if len(u.ProtoReflect().GetUnknown()) > 0 {
+		return b, false
+	}
+	start := len(b)
+	ok := true
+	// protojson writes fields in the order the .proto declares them and leaves out zero values.
+	b = append(b, '{')
+	if u.GetId() != 0 {
+		b = append(b, `"id":`...)
+		b = strconv.AppendInt(b, int64(u.GetId()), 10)
+	}
+	for _, f := range [...]struct {
+		name  string
+		value string
+		stamp *timestamppb.Timestamp
+	}{
+		{name: "name", value: u.GetName()},
+		{name: "role", value: u.GetRole()},
+		{name: "createdAt", stamp: u.GetCreatedAt()},
+		{name: "updatedAt", stamp: u.GetUpdatedAt()},
+		{name: "etag", value: u.GetEtag()},
+	} {
+		if !ok || f.value == "" && f.stamp == nil {
+			continue
+		}
+		if len(b) > start+1 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, f.name...)
+		b = append(b, '"', ':')
+		if f.stamp != nil {
+			b, ok = appendTimestamp(b, f.stamp)
+		} else {
+			b, ok = appendJSONString(b, f.value)
+		}
+	}
+	if !ok {
+		return b[:start], false
+	}
+	return append(b, '}'), true
+}
+
+// appendJSONString quotes s as protojson does: only ", \ and control characters are escaped, the
+// short forms where JSON has them; every other character, non-ASCII included, is written as is.
+func appendJSONString(b []byte, s string) ([]byte, bool) {
+	if !utf8.ValidString(s) {
+		return b, false
+	}
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c >= ' ':
+			b = append(b, c)
+		case c == '\b':
+			b = append(b, '\\', 'b')
+		case c == '\f':
+			b = append(b, '\\', 'f')
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		default:
+			const hex = "0123456789abcdef"
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+	}
+	return append(b, '"'), true
+}
+
+// The range of a Timestamp that protojson accepts: years 0001 to 9999.
+const (
+	minTimestampSeconds = -62135596800
+	maxTimestampSeconds = 253402300799
+)
+
+// appendTimestamp writes t in RFC 3339 in UTC with 0, 3, 6 or 9 fractional digits, as protojson does.
+func appendTimestamp(b []byte, t *timestamppb.Timestamp) ([]byte, bool) {
+	secs, nanos := t.GetSeconds(), t.GetNanos()
+	if secs < minTimestampSeconds || secs > maxTimestampSeconds || nanos < 0 || nanos > 999_999_999 {
+		return b, false
+	}
+	b = append(b, '"')
+	b = time.Unix(secs, 0).UTC().AppendFormat(b, "2006-01-02T15:04:05")
+	if nanos != 0 {
+		digits := 9
+		for digits > 3 && nanos%1000 == 0 {
+			nanos /= 1000
+			digits -= 3
+		}
+		b = append(b, '.')
+		for d := digits - 1; d >= 0; d-- {
+			b = append(b, '0')
+		}
+		for i, n := len(b)-1, nanos; n > 0; i, n = i-1, n/10 {
+			b[i] = byte('0' + n%10)
+		}
+	}
+	return append(b, 'Z', '"'), true
+}
