@@ -24,6 +24,8 @@ type Config struct {
 	Store  store.Store
 	Keys   *APIKeys // keys that may write; at least one
 	Logger *slog.Logger
+	// AccessLog takes the line logged for every request; nil means Logger.
+	AccessLog *slog.Logger
 	// MaxBodyBytes caps every request body, REST and RPC alike; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// RequestTimeout is the deadline of each request's work, store queries included; 0 means
@@ -68,6 +70,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
+	if cfg.AccessLog == nil {
+		cfg.AccessLog = cfg.Logger
+	}
 	errs := &errorWriter{logger: cfg.Logger, rpc: connect.NewErrorWriter()} // addRoutes adds the RPC paths
 	health := &storeHealth{store: cfg.Store}
 	mux := http.NewServeMux()
@@ -81,7 +86,7 @@ func New(cfg Config) (*Service, error) {
 	h = withRecover(cfg.Logger, errs, h)
 	h = withSecurityHeaders(h)
 	h = withCORS(cfg.CORSOrigins, h)
-	h = withAccessLog(cfg.Logger, h)
+	h = withAccessLog(cfg.AccessLog, h)
 	return &Service{Handler: withRequestID(h), health: health}, nil
 }
 

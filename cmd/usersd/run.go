@@ -27,7 +27,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(stdout, nil))
+	logs := newLogOutput(stdout)
+	defer logs.Flush() // the access log's last batch, once everything else is done
+	logger := slog.New(slog.NewJSONHandler(logs.Now(), nil))
+	accessLog := slog.New(slog.NewJSONHandler(logs.Later(), nil))
 	keys, err := loadAPIKeys(cfg, getenv, logger)
 	if err != nil {
 		return err
@@ -46,7 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		data = store.WithUserCache(st, userCacheSize)
 	}
 	service, err := handlers.New(handlers.Config{
-		Store: data, Keys: keys, Logger: logger, MaxBodyBytes: cfg.maxBodyBytes,
+		Store: data, Keys: keys, Logger: logger, AccessLog: accessLog, MaxBodyBytes: cfg.maxBodyBytes,
 		RequestTimeout: cfg.limits.requestTimeout, CORSOrigins: cfg.corsOrigins,
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestServiceRoutes(t *testing.T) {
@@ -118,7 +119,14 @@ func TestRequestIDs(t *testing.T) {
 	if got := forged.header.Get("X-Request-Id"); got == "" || strings.ContainsAny(got, `" `) {
 		t.Fatalf("an unsafe id is replaced: got %q", got)
 	}
-	if lines := s.logs.entries(map[string]any{"msg": "request", "request_id": "lb-1234.abc"}); len(lines) != 1 {
+	// The access log is written in batches, at most accessLogDelay after the request.
+	deadline := time.Now().Add(10 * accessLogDelay)
+	lines := s.logs.entries(map[string]any{"msg": "request", "request_id": "lb-1234.abc"})
+	for len(lines) == 0 && time.Now().Before(deadline) {
+		time.Sleep(accessLogDelay / 10)
+		lines = s.logs.entries(map[string]any{"msg": "request", "request_id": "lb-1234.abc"})
+	}
+	if len(lines) != 1 {
 		t.Fatalf("access log lines for the request: %v", lines)
 	}
 }
