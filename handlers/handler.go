@@ -5,6 +5,7 @@ package handlers
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"path"
@@ -24,8 +25,8 @@ type Config struct {
 	Store  store.Store
 	Keys   *APIKeys // keys that may write; at least one
 	Logger *slog.Logger
-	// AccessLog takes the line logged for every request; nil means Logger.
-	AccessLog *slog.Logger
+	// AccessLog takes the JSON line logged for every request; nil means no access log.
+	AccessLog io.Writer
 	// MaxBodyBytes caps every request body, REST and RPC alike; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// RequestTimeout is the deadline of each request's work, store queries included; 0 means
@@ -69,9 +70,6 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.AccessLog == nil {
-		cfg.AccessLog = cfg.Logger
 	}
 	errs := &errorWriter{logger: cfg.Logger, rpc: connect.NewErrorWriter()} // addRoutes adds the RPC paths
 	health := &storeHealth{store: cfg.Store}

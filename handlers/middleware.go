@@ -89,24 +89,6 @@ func (s *statusRecorder) Flush() {
 
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// withAccessLog logs one line a request, after it is answered.
-func withAccessLog(logger *slog.Logger, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		logger.InfoContext(r.Context(), "request",
-			"request_id", requestID(r.Context()),
-			"method", r.Method,
-			"path", r.URL.Path,
-			"proto", r.Proto,
-			"status", rec.status,
-			"bytes", rec.bytes,
-			"duration_ms", float64(time.Since(start).Microseconds())/1000,
-		)
-	})
-}
-
 // withRecover is the final error handler: a panic anywhere below it is logged with its stack and the
 // request id and answered with a fixed internal error, in the request's own protocol.
 func withRecover(logger *slog.Logger, errs *errorWriter, next http.Handler) http.Handler {

@@ -30,7 +30,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	logs := newLogOutput(stdout)
 	defer logs.Flush() // the access log's last batch, once everything else is done
 	logger := slog.New(slog.NewJSONHandler(logs.Now(), nil))
-	accessLog := slog.New(slog.NewJSONHandler(logs.Later(), nil))
 	keys, err := loadAPIKeys(cfg, getenv, logger)
 	if err != nil {
 		return err
@@ -49,7 +48,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		data = store.WithUserCache(st, userCacheSize)
 	}
 	service, err := handlers.New(handlers.Config{
-		Store: data, Keys: keys, Logger: logger, AccessLog: accessLog, MaxBodyBytes: cfg.maxBodyBytes,
+		Store: data, Keys: keys, Logger: logger, AccessLog: logs.Later(), MaxBodyBytes: cfg.maxBodyBytes,
 		RequestTimeout: cfg.limits.requestTimeout, CORSOrigins: cfg.corsOrigins,
 	})
 	if err != nil {

@@ -1,0 +1,73 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAccessLineIsJSONInSlogsShape: each request gives one JSON line with the keys and formats of
+// slog's JSON lines, whatever bytes its path holds.
+func TestAccessLineIsJSONInSlogsShape(t *testing.T) {
+	for _, path := range []string{"/users/1", `/a"quote\back`, "/ctl\x01\n", "/bad\xffutf8", "/zoë/\u2028"} {
+		var logs syncBuffer
+		h := withRequestID(withAccessLog(&logs, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusTeapot)
+			w.Write([]byte("12345"))
+		})))
+		r := httptest.NewRequest("GET", "/", nil)
+		r.URL.Path = path
+		r.Header.Set("X-Request-Id", "req-1")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+
+		line := logs.String()
+		if strings.Count(line, "\n") != 1 || !strings.HasSuffix(line, "\n") {
+			t.Fatalf("%q: want one line, got %q", path, line)
+		}
+		var got map[string]any
+		if err := json.Unmarshal([]byte(line), &got); err != nil {
+			t.Fatalf("%q: the line is not JSON: %v\n%s", path, err, line)
+		}
+		wantPath := strings.ToValidUTF8(path, "\uFFFD")
+		for key, want := range map[string]any{
+			"level": "INFO", "msg": "request", "request_id": "req-1", "method": "GET", "path": wantPath,
+			"proto": "HTTP/1.1", "status": 418.0, "bytes": 5.0,
+		} {
+			if got[key] != want {
+				t.Errorf("%q: %s = %#v, want %#v", path, key, got[key], want)
+			}
+		}
+		if d, ok := got["duration_ms"].(float64); !ok || d < 0 {
+			t.Errorf("%q: duration_ms = %#v", path, got["duration_ms"])
+		}
+		stamp, _ := got["time"].(string)
+		if _, err := time.Parse(time.RFC3339Nano, stamp); err != nil {
+			t.Errorf("%q: time %q is not RFC 3339: %v", path, stamp, err)
+		}
+	}
+}
+
+// TestAccessLineTimeIsWrittenAsSlogWritesIt: the time field has slog's exact format, so that the
+// access lines and the other lines of the log sort and parse alike.
+func TestAccessLineTimeIsWrittenAsSlogWritesIt(t *testing.T) {
+	var slogLine bytes.Buffer
+	at := time.Date(2026, 11, 21, 9, 8, 7, 123_456_789, time.Local)
+	slog.New(slog.NewJSONHandler(&slogLine, nil)).Handler().Handle(t.Context(), slog.NewRecord(at, slog.LevelInfo, "request", 0))
+	var fromSlog struct{ Time string }
+	if err := json.Unmarshal(slogLine.Bytes(), &fromSlog); err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	var ours struct{ Time string }
+	if err := json.Unmarshal(appendAccessLine(nil, r.Context(), at.Add(-time.Millisecond), at, r, &statusRecorder{}), &ours); err != nil {
+		t.Fatal(err)
+	}
+	if ours.Time != fromSlog.Time {
+		t.Errorf("time %q, slog writes %q", ours.Time, fromSlog.Time)
+	}
+}
