@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -8,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
+
+	usersv1 "usersd/gen/users/v1"
 )
 
 // TestSecurityHeadersOnEveryAnswer: REST answers, errors and static files all carry the headers that
@@ -161,5 +166,35 @@ func TestThePageIsCachedAndNeedsNoInlineScript(t *testing.T) {
 	}
 	if !strings.Contains(page, `<script type="module" src="/app.js"></script>`) {
 		t.Error("index.html does not load /app.js")
+	}
+}
+
+// TestSecurityHeadersOnRPCAnswersBrowsersRead: Connect and gRPC-Web answers, which pages read,
+// carry the browser headers; gRPC answers, which no browser can read, go without them.
+func TestSecurityHeadersOnRPCAnswersBrowsersRead(t *testing.T) {
+	s := startServer(t)
+	id := idOf(t, s.createUser(t, "rpc headers", ""))
+	for _, p := range rpcProtocols {
+		var header http.Header
+		capture := connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+				res, err := next(ctx, req)
+				if err == nil {
+					header = res.Header()
+				}
+				return res, err
+			}
+		}))
+		if _, err := s.rpcClient(p, "", capture).GetUser(t.Context(), &usersv1.GetUserRequest{Id: int32(id)}); err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		got, want := header.Get("X-Content-Type-Options"), "nosniff"
+		if p.name == "gRPC" {
+			want = ""
+		}
+		if got != want || (header.Get("Content-Security-Policy") == "") != (want == "") {
+			t.Errorf("%s: X-Content-Type-Options %q and Content-Security-Policy %q; want the browser headers only where a browser reads",
+				p.name, got, header.Get("Content-Security-Policy"))
+		}
 	}
 }
