@@ -93,8 +93,11 @@ func writeList[M proto.Message](w http.ResponseWriter, items []M) error {
 	return nil
 }
 
+// jsonContentType is the Content-Type value of every JSON answer, shared (see withSecurityHeaders).
+var jsonContentType = []string{mediaTypeJSON}
+
 func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", mediaTypeJSON)
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	w.Write(body)
 }

@@ -106,7 +106,7 @@ func appendTimestamp(b []byte, t *timestamppb.Timestamp) ([]byte, bool) {
 		return b, false
 	}
 	b = append(b, '"')
-	b = time.Unix(secs, 0).UTC().AppendFormat(b, "2006-01-02T15:04:05")
+	b = appendDateTime(b, time.Unix(secs, 0).UTC())
 	if nanos != 0 {
 		digits := 9
 		for digits > 3 && nanos%1000 == 0 {
@@ -114,12 +114,36 @@ func appendTimestamp(b []byte, t *timestamppb.Timestamp) ([]byte, bool) {
 			digits -= 3
 		}
 		b = append(b, '.')
-		for d := digits - 1; d >= 0; d-- {
-			b = append(b, '0')
-		}
-		for i, n := len(b)-1, nanos; n > 0; i, n = i-1, n/10 {
-			b[i] = byte('0' + n%10)
-		}
+		b = appendDigits(b, int(nanos), digits)
 	}
 	return append(b, 'Z', '"'), true
+}
+
+// appendDateTime writes t as 2006-01-02T15:04:05, with the digits appended directly: the general
+// layout interpreter of time.AppendFormat was a visible part of encoding a user.
+func appendDateTime(b []byte, t time.Time) []byte {
+	year, month, day := t.Date()
+	hour, minute, second := t.Clock()
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, minute, 2)
+	b = append(b, ':')
+	return appendDigits(b, second, 2)
+}
+
+// appendDigits writes n, from 0 up, as exactly width digits with leading zeros.
+func appendDigits(b []byte, n, width int) []byte {
+	for range width {
+		b = append(b, '0')
+	}
+	for i := len(b) - 1; n > 0; i, n = i-1, n/10 {
+		b[i] = byte('0' + n%10)
+	}
+	return b
 }
