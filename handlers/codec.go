@@ -75,8 +75,17 @@ func marshalProtoJSON(m proto.Message) ([]byte, error) {
 	return compact.Bytes(), nil
 }
 
-// unmarshalJSON decodes strictly and words its errors for a client: which field, what is wrong.
+// unmarshalJSON decodes strictly and words its errors for a client: which field, what is wrong. A
+// GetUserRequest in the form clients send it takes the direct decoder; everything else, protojson.
 func unmarshalJSON(data []byte, m proto.Message) error {
+	if req, ok := m.(*usersv1.GetUserRequest); ok && decodeGetUserRequest(data, req) {
+		return nil
+	}
+	return unmarshalProtoJSON(data, m)
+}
+
+// unmarshalProtoJSON decodes any message with protojson, after the checks protojson leaves out.
+func unmarshalProtoJSON(data []byte, m proto.Message) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return errors.New("the body is empty; expected a JSON object")
 	}
