@@ -135,7 +135,9 @@ func withBodyLimit(limit int64, next http.Handler) http.Handler {
 // invalid_argument: connect-go v1.21.1 answers it unknown (500), as it does any message it cannot read.
 func withConnectGETChecks(errs *errorWriter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && errs.isRPC(r) {
+		// A Connect GET carries its message in the query, so a GET without one (every REST read of
+		// a user) is not looked at further.
+		if r.Method == http.MethodGet && r.URL.RawQuery != "" && errs.isRPC(r) {
 			query := r.URL.Query()
 			if message := query.Get("message"); query.Get("base64") == "1" && !isURLBase64(message) {
 				errs.write(w, r, connect.NewError(connect.CodeInvalidArgument, errors.New("the message parameter is not URL-safe base64")))
