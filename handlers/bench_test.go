@@ -82,9 +82,10 @@ func (s *benchStore) CreateUser(_ context.Context, nu store.NewUser, _ *store.Co
 func newBenchHandler(b *testing.B) http.Handler {
 	b.Helper()
 	h, err := New(Config{
-		Store:  newBenchStore(),
-		Keys:   NewAPIKeys(benchAPIKey),
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Store:     newBenchStore(),
+		Keys:      NewAPIKeys(benchAPIKey),
+		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		AccessLog: io.Discard,
 	})
 	if err != nil {
 		b.Fatal(err)
