@@ -126,7 +126,9 @@ func withRecover(logger *slog.Logger, errs *errorWriter, next http.Handler) http
 // ends before its Content-Length, or its chunks are malformed) is the client's error, not a fault.
 func withBodyLimit(limit int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = unreadableBodyIsInvalid{http.MaxBytesReader(w, r.Body, limit)}
+		if r.Body != http.NoBody { // net/http's body of a request without one: nothing to cap
+			r.Body = unreadableBodyIsInvalid{http.MaxBytesReader(w, r.Body, limit)}
+		}
 		next.ServeHTTP(w, r)
 	})
 }
