@@ -80,12 +80,11 @@ func New(cfg Config) (*Service, error) {
 	var h http.Handler = withJSONMisses(mux, errs)
 	h = withConnectGETChecks(errs, h)
 	h = withBodyLimit(cfg.MaxBodyBytes, h)
-	h = withDeadline(cfg.RequestTimeout, h)
 	h = withRecover(cfg.Logger, errs, h)
 	h = withSecurityHeaders(h)
 	h = withCORS(cfg.CORSOrigins, h)
 	h = withAccessLog(cfg.AccessLog, h)
-	return &Service{Handler: withRequestID(h), health: health}, nil
+	return &Service{Handler: withRequestContext(cfg.RequestTimeout, h), health: health}, nil
 }
 
 // withJSONMisses answers the requests that no route serves with the service's JSON errors instead of

@@ -27,18 +27,30 @@ func requestID(ctx context.Context) string {
 	return id
 }
 
-// withRequestID gives every request an id, taken from X-Request-Id when a proxy in front of us set a
-// sane one, and echoes it in the response so that a client can quote it.
-func withRequestID(next http.Handler) http.Handler {
+// withRequestContext gives every request an id, taken from X-Request-Id when a proxy in front of us
+// set a sane one and echoed in the response so that a client can quote it, and gives its work a
+// deadline (none if timeout is 0), which the store's queries honour: a request cannot hold a
+// connection or the writer for longer, and a client that goes away cancels it at once. Both go into
+// the request's context in one step, since each step copies the request.
+func withRequestContext(timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
 		if !isSafeRequestID(id) {
 			id = newRequestID()
 		}
 		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
+
+// withRequestID is withRequestContext without a deadline.
+func withRequestID(next http.Handler) http.Handler { return withRequestContext(0, next) }
 
 // newRequestID returns 96 random bits in hex. An id needs to be unique, not secret, so it comes from
 // the runtime's fast generator (ChaCha8, seeded from the system) rather than crypto/rand, whose
@@ -172,14 +184,4 @@ func (b unreadableBodyIsInvalid) Read(p []byte) (int, error) {
 		err = connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("the request body could not be read: %w", err))
 	}
 	return n, err
-}
-
-// withDeadline gives every request's work a deadline, which the store's queries honour: a request
-// cannot hold a connection or the writer for longer, and a client that goes away cancels it at once.
-func withDeadline(timeout time.Duration, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), timeout)
-		defer cancel()
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
 }
