@@ -41,9 +41,9 @@ func withRequestContext(timeout time.Duration, next http.Handler) http.Handler {
 		w.Header().Set("X-Request-Id", id)
 		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
 		if timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
+			timed := newLazyDeadline(ctx, time.Now().Add(timeout))
+			defer timed.stop()
+			ctx = timed
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
