@@ -52,12 +52,20 @@ func (c *lazyDeadline) started() *timedContext {
 func (c *lazyDeadline) stop() {
 	c.mu.Lock()
 	if c.timed.Load() == nil {
-		ctx, cancel := context.WithCancel(c.Context)
-		c.timed.Store(&timedContext{ctx, cancel})
+		c.timed.Store(endedBeforeUse) // no timer to stop: read as cancelled from now on
 	}
 	c.mu.Unlock()
 	c.timed.Load().cancel()
 }
+
+// endedBeforeUse stands for the timer of every request that ended without waiting on its context:
+// a context cancelled once, shared, so that ending such a request costs nothing. Its values never
+// show: lazyDeadline answers Value from its parent.
+var endedBeforeUse = func() *timedContext {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return &timedContext{ctx, cancel}
+}()
 
 func (c *lazyDeadline) Deadline() (time.Time, bool) {
 	if parent, ok := c.Context.Deadline(); ok && parent.Before(c.deadline) {
