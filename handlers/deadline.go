@@ -13,7 +13,10 @@ import (
 // lazyDeadline is context.WithDeadline(parent, deadline), made on the first call that needs the
 // timer: Done, or AfterFunc (which context.WithCancel and friends use to follow a parent). Deadline,
 // Err and Value need no timer. After stop it is cancelled, as WithDeadline's context is after its
-// cancel function is called.
+// cancel function is called. One difference remains: context.Cause of this context itself gives
+// its parent's cause (Cause finds the parent's cancelCtx through Value); contexts derived from it
+// get DeadlineExceeded as their cause, as they would from WithDeadline. Nothing on a request's path
+// (database/sql, pgx, modernc's sqlite, connect-go) asks Cause of it.
 type lazyDeadline struct {
 	context.Context // the parent: values and cancellation come from it
 	deadline        time.Time
