@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 )
 
 // withAccessLog writes one line to out for every request, after it is answered. A nil out logs nothing.
@@ -60,9 +59,9 @@ func appendAccessLine(b []byte, ctx context.Context, start, end time.Time, r *ht
 
 // appendLogString quotes s for a log line; bytes that are not UTF-8 become U+FFFD, as in slog.
 func appendLogString(b []byte, s string) []byte {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
+	if out, ok := appendJSONString(b, s); ok {
+		return out
 	}
-	b, _ = appendJSONString(b, s) // s is valid UTF-8 now, which is all it can refuse
-	return b
+	out, _ := appendJSONString(b, strings.ToValidUTF8(s, "\uFFFD")) // valid now: it cannot decline
+	return out
 }

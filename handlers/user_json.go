@@ -62,14 +62,22 @@ func appendUserJSON(b []byte, u *usersv1.User) ([]byte, bool) {
 }
 
 // appendJSONString quotes s as protojson does: only ", \ and control characters are escaped, the
-// short forms where JSON has them; every other character, non-ASCII included, is written as is.
+// short forms where JSON has them; every other character, non-ASCII included, is written as is. It
+// declines a string that is not valid UTF-8, which protojson refuses. One pass does both: ASCII
+// bytes byte by byte, anything else a rune at a time.
 func appendJSONString(b []byte, s string) ([]byte, bool) {
-	if !utf8.ValidString(s) {
-		return b, false
-	}
 	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
+	for i := 0; i < len(s); {
 		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				return b, false
+			}
+			b = append(b, s[i:i+size]...)
+			i += size
+			continue
+		}
 		switch {
 		case c == '"' || c == '\\':
 			b = append(b, '\\', c)
@@ -89,6 +97,7 @@ func appendJSONString(b []byte, s string) ([]byte, bool) {
 			const hex = "0123456789abcdef"
 			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 		}
+		i++
 	}
 	return append(b, '"'), true
 }
