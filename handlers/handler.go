@@ -73,11 +73,11 @@ func New(cfg Config) (*Service, error) {
 	}
 	errs := &errorWriter{logger: cfg.Logger, rpc: connect.NewErrorWriter()} // addRoutes adds the RPC paths
 	health := &storeHealth{store: cfg.Store}
-	mux := http.NewServeMux()
-	if err := addRoutes(mux, deps{Config: cfg, users: NewUsers(cfg.Store, cfg.Logger), errs: errs, health: health}); err != nil {
+	routes := newRouteTable(errs)
+	if err := addRoutes(routes, deps{Config: cfg, users: NewUsers(cfg.Store, cfg.Logger), errs: errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	var h http.Handler = withJSONMisses(mux, errs)
+	var h http.Handler = withCleanPaths(errs, routes.serving)
 	h = withConnectGETChecks(errs, h)
 	h = withBodyLimit(cfg.MaxBodyBytes, h)
 	h = withRecover(cfg.Logger, errs, h)
@@ -87,24 +87,51 @@ func New(cfg Config) (*Service, error) {
 	return &Service{Handler: withRequestContext(cfg.RequestTimeout, h), health: health}, nil
 }
 
-// withJSONMisses answers the requests that no route serves with the service's JSON errors instead of
-// the mux's plain text: 404 for a path that no route serves, 405 (with Allow) for a known path asked
-// with another method.
-func withJSONMisses(mux *http.ServeMux, errs *errorWriter) http.Handler {
+// routeTable holds every route twice. serving also has a catch-all, so that a request is matched
+// once and a miss reaches answerMiss; known has only the routes, and tells answerMiss whether a
+// miss is a 404 or a 405 and what Allow holds. (Asking one mux for the handler first and then
+// letting it serve matched every request twice.)
+type routeTable struct {
+	serving, known *http.ServeMux
+}
+
+func newRouteTable(errs *errorWriter) routeTable {
+	t := routeTable{serving: http.NewServeMux(), known: http.NewServeMux()}
+	t.serving.Handle("/", answerMiss(t.known, errs))
+	return t
+}
+
+// Handle adds a route to both muxes.
+func (t routeTable) Handle(pattern string, h http.Handler) {
+	t.serving.Handle(pattern, h)
+	t.known.Handle(pattern, h)
+}
+
+// withCleanPaths answers 404 for a path with dot segments or doubled slashes: every resource has one
+// path, and the mux would otherwise redirect such a path to its clean form, with an HTML body,
+// before any route or key check.
+func withCleanPaths(errs *errorWriter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Every resource has one path: one with dot segments or doubled slashes names nothing (the
-		// mux would redirect it to its clean form, with an HTML body, before any route or key check).
 		if !isCleanPath(r.URL.EscapedPath()) {
 			errs.write(w, r, connect.NewError(connect.CodeNotFound, fmt.Errorf("no route for %s: the path is not in its clean form", r.URL.Path)))
 			return
 		}
-		missHandler, pattern := mux.Handler(r)
-		if pattern != "" {
-			mux.ServeHTTP(w, r) // matches again: only ServeHTTP sets the path values for the route
+		next.ServeHTTP(w, r)
+	})
+}
+
+// answerMiss answers the requests that no route serves with the service's JSON errors instead of
+// the mux's plain text: 404 for a path that no route serves, 405 (with Allow) for a known path asked
+// with another method, and unimplemented for a miss under an RPC path.
+func answerMiss(known *http.ServeMux, errs *errorWriter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		missHandler, pattern := known.Handler(r)
+		if pattern != "" { // cannot happen while serving and known hold the same routes
+			known.ServeHTTP(w, r)
 			return
 		}
-		// No route: the mux's own handler knows whether it is 404 or 405 and what Allow holds. Let it
-		// answer into a recorder to learn both.
+		// The mux's own handler knows whether it is 404 or 405 and what Allow holds. Let it answer
+		// into a recorder to learn both.
 		miss := &missRecorder{header: http.Header{}}
 		missHandler.ServeHTTP(miss, r)
 		if miss.status == http.StatusMethodNotAllowed {

@@ -19,7 +19,12 @@ import (
 // compressMinBytes is the smallest RPC answer that is compressed when the client accepts it.
 const compressMinBytes = 4 << 10
 
-func addRoutes(mux *http.ServeMux, d deps) error {
+// router is where routes are added: a routeTable, or a plain mux.
+type router interface {
+	Handle(pattern string, handler http.Handler)
+}
+
+func addRoutes(mux router, d deps) error {
 	users, errs, keys := d.users, d.errs, d.Keys
 	protect := func(h http.Handler) http.Handler { return requireAPIKey(keys, errs, h) }
 	// mountRPC mounts each method of an RPC service at its own path, and records the service's path

@@ -14,7 +14,7 @@ import (
 // every file as a route means the mux knows exactly which paths exist (404 elsewhere, 405 for other
 // methods), there are no directory listings, and no request path can reach outside fsys. Files and
 // folders whose names begin with a dot are not served.
-func addStaticRoutes(mux *http.ServeMux, fsys fs.FS) error {
+func addStaticRoutes(mux router, fsys fs.FS) error {
 	return fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

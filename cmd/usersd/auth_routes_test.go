@@ -32,6 +32,7 @@ const handlersSource = "../../handlers"
 // the reason. Every other such route must be wrapped in protect and answer 401 without a valid key.
 var publicWriteRoutes = map[string]string{
 	"POST /echo": "SPEC.md section 4: it only answers with its body and changes nothing",
+	"/":          "the catch-all of handlers.newRouteTable: it only answers a request that no route serves, 404 or 405",
 }
 
 // nonLiteralPatterns are the mux.Handle calls whose pattern is not a string literal, so that the
@@ -39,6 +40,7 @@ var publicWriteRoutes = map[string]string{
 // understood and added here.
 var nonLiteralPatterns = map[string]string{
 	"path + method": "mountRPC mounts each method of an RPC service at its own path; see mountedRPCServices",
+	"pattern":       "routeTable.Handle adds the routes that addRoutes names, which this test reads, to both of its muxes",
 }
 
 // mountedRPCServices are the RPC services that routes.go mounts (by the first argument of mountRPC)
