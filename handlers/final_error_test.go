@@ -70,7 +70,7 @@ func TestAPanicIsAnsweredInTheRequestsProtocol(t *testing.T) {
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	errs := &errorWriter{logger: logger, rpc: connect.NewErrorWriter(), rpcPrefixes: []string{"/" + usersv1connect.UsersName + "/"}}
 	panicking := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("deliberate: secret detail") })
-	srv := startH2C(t, withRequestID(withAccessLog(logs, withRecover(logger, errs, panicking))))
+	srv := startH2C(t, withRequestContext(0, withAccessLog(logs, withRecover(logger, errs, panicking))))
 
 	wantInternalOnEveryProtocol(t, srv.URL)
 	res, err := http.Get(srv.URL + "/anything")

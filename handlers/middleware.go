@@ -49,9 +49,6 @@ func withRequestContext(timeout time.Duration, next http.Handler) http.Handler {
 	})
 }
 
-// withRequestID is withRequestContext without a deadline.
-func withRequestID(next http.Handler) http.Handler { return withRequestContext(0, next) }
-
 // newRequestID returns 96 random bits in hex. An id needs to be unique, not secret, so it comes from
 // the runtime's fast generator (ChaCha8, seeded from the system) rather than crypto/rand, whose
 // system call was visible in a profile of every request.
