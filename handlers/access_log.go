@@ -13,15 +13,17 @@ import (
 	"time"
 )
 
-// withAccessLog writes one line to out for every request, after it is answered. A nil out logs nothing.
+// withAccessLog writes one line to out for every request, after it is answered. A nil out logs
+// nothing, but the answer is still recorded: the final error handler needs to know whether it
+// began.
 func withAccessLog(out io.Writer, next http.Handler) http.Handler {
-	if out == nil {
-		return next
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
+		if out == nil {
+			return
+		}
 		line := accessLineBuffers.Get().(*[]byte)
 		*line = appendAccessLine((*line)[:0], r.Context(), start, time.Now(), r, rec)
 		out.Write(*line) // a log that cannot be written must not fail the request it describes

@@ -137,3 +137,34 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestAPanicAfterTheAnswerBeganCutsItOff: once a handler has sent its status and part of its body,
+// a panic cannot become an error answer any more; the final error handler aborts the response, so
+// the client sees a broken answer rather than a body with an error glued on. It holds with and
+// without an access log, which is what records whether the answer began.
+func TestAPanicAfterTheAnswerBeganCutsItOff(t *testing.T) {
+	for _, accessLog := range []io.Writer{nil, &syncBuffer{}} {
+		logs := &syncBuffer{}
+		logger := slog.New(slog.NewJSONHandler(logs, nil))
+		errs := &errorWriter{logger: logger, rpc: connect.NewErrorWriter()}
+		halfway := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			w.Write([]byte(`{"partial":`))
+			http.NewResponseController(w).Flush()
+			panic("deliberate: after the answer began")
+		})
+		srv := startH2C(t, withRequestContext(0, withAccessLog(accessLog, withRecover(logger, errs, halfway))))
+		res, err := http.Get(srv.URL + "/anything")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err == nil {
+			t.Errorf("access log %v: the answer %q ended cleanly, want it cut off", accessLog != nil, body)
+		}
+		if !strings.Contains(logs.String(), "panic after the response began") {
+			t.Errorf("access log %v: the panic is not logged as one after the response began:\n%s", accessLog != nil, logs)
+		}
+	}
+}
