@@ -59,25 +59,22 @@ func fetch(method, url, body string, header http.Header) (*http.Response, []byte
 
 // checkRESTUser: GET /users/42 answers user 42 of the fixture (usersd and the net/http baseline).
 func checkRESTUser(_ *runner, addr string) error {
-	_, body, err := fetch("GET", "http://"+addr+"/users/42", "", nil)
-	if err != nil {
-		return err
-	}
-	var got jsonUser
-	if err := json.Unmarshal(body, &got); err != nil {
-		return err
-	}
-	return sameUser(got, wantUser(42))
+	return checkJSONUser("GET", "http://"+addr+"/users/42", "", nil)
 }
 
 // checkConnectUser: the Connect JSON GetUser answers user 42 of the fixture.
 func checkConnectUser(_ *runner, addr string) error {
-	_, body, err := fetch("POST", "http://"+addr+"/users.v1.Users/GetUser", `{"id":42}`, http.Header{"Content-Type": {"application/json"}})
+	return checkJSONUser("POST", "http://"+addr+"/users.v1.Users/GetUser", `{"id":42}`, http.Header{"Content-Type": {"application/json"}})
+}
+
+// checkJSONUser sends one request and checks that its JSON answer is user 42 of the fixture.
+func checkJSONUser(method, url, body string, header http.Header) error {
+	_, answer, err := fetch(method, url, body, header)
 	if err != nil {
 		return err
 	}
 	var got jsonUser
-	if err := json.Unmarshal(body, &got); err != nil {
+	if err := json.Unmarshal(answer, &got); err != nil {
 		return err
 	}
 	return sameUser(got, wantUser(42))
