@@ -83,16 +83,47 @@ type SortKey struct {
 
 // UserQuery selects one page of users.
 type UserQuery struct {
-	Role   string    // exact match; empty means every role
-	Sort   []SortKey // applied in order; ties always break by id ascending
+	Role string // exact match; empty means every role
+	// NamePrefix keeps the users whose name starts with it, ignoring case (see NameKey); empty
+	// means every name.
+	NamePrefix string
+	Sort       []SortKey // applied in order; ties always break by id ascending
+	// After, when set, starts the page right after that position in the sort order (keyset paging):
+	// the page costs the same however deep it is. Offset is then 0.
+	After  *UserCursor
 	Offset int64
 	Limit  int
+}
+
+// UserCursor is a position in a sorted list of users: the sort attributes of the user it follows.
+// Only the attributes that the query sorts by, and ID, are read.
+type UserCursor struct {
+	ID        int32
+	Name      string
+	Role      string
+	CreatedAt time.Time
+}
+
+// CursorAfter returns the position right after u.
+func CursorAfter(u User) *UserCursor {
+	return &UserCursor{ID: u.ID, Name: u.Name, Role: u.Role, CreatedAt: u.CreatedAt}
+}
+
+// PostQuery selects one page of a user's posts, by id ascending.
+type PostQuery struct {
+	// AfterID, when positive, starts the page after the post with that id (keyset paging); Offset
+	// is then 0.
+	AfterID int32
+	Offset  int64
+	Limit   int
 }
 
 // Page is one page of a collection and the number of items across all pages.
 type Page[T any] struct {
 	Items []T
 	Total int64
+	// More reports whether items follow this page.
+	More bool
 }
 
 // IfVersion is the precondition of a write: the write happens only if the user's current version is
@@ -120,7 +151,7 @@ type Store interface {
 	DeleteUser(ctx context.Context, id int32, ifVersion IfVersion) error
 
 	// ListPosts returns a page of the user's posts by id ascending; ErrNotFound if there is no such user.
-	ListPosts(ctx context.Context, userID int32, offset int64, limit int) (Page[Post], error)
+	ListPosts(ctx context.Context, userID int32, q PostQuery) (Page[Post], error)
 	// CreatePost adds a post; ErrNotFound if there is no such user. done is as for CreateUser.
 	CreatePost(ctx context.Context, userID int32, p NewPost, done *Completion[Post]) (Post, error)
 

@@ -11,8 +11,8 @@ import (
 type dialect struct {
 	name string
 	// migrationsDir holds files named NNNN_description.sql, applied in the order of NNNN. Each
-	// backend has its own files (column types differ); both build the same tables, except the count table
-	// that only SQLite keeps (see countUsers).
+	// backend has its own files (column types differ); both build the same tables, except how the
+	// user counts are kept (see countUsers).
 	migrationsDir string
 	// snapshot is the transaction that reads one consistent snapshot (a page and its total).
 	snapshot sql.TxOptions
@@ -25,14 +25,18 @@ type dialect struct {
 	// foreignKeyViolation reports whether err is a write that referred to a row that is gone.
 	foreignKeyViolation func(err error) bool
 	// countUsers is the query of how many users have the role ("" for all users), read in the same
-	// snapshot as the page it counts.
+	// snapshot as the page it counts. It reads kept counts, never the users themselves.
 	countUsers func(role string) (query string, args []any)
+	// foldCounts, when set, must run about once a second while the store is open, to keep what
+	// countUsers reads short (see counts.go).
+	foldCounts func(ctx context.Context, db *sql.DB) error
 }
 
-// countUsersByScan counts the rows themselves, through the role index.
-func countUsersByScan(role string) (string, []any) {
+// countScope names the count of the users with role, or of all users when role is empty, as kept in
+// the user_counts table of each backend.
+func countScope(role string) string {
 	if role == "" {
-		return `SELECT COUNT(*) FROM users`, nil
+		return "all"
 	}
-	return `SELECT COUNT(*) FROM users WHERE role = $1`, []any{role}
+	return "role:" + role
 }

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"usersd/store"
 )
 
 //go:embed migrations
@@ -21,6 +23,14 @@ type migration struct {
 	version int
 	name    string
 	sql     string
+	// then is what SQL cannot do, run after sql in the same transaction; nil for most migrations.
+	then func(ctx context.Context, tx *sql.Tx) error
+}
+
+// goSteps are the Go parts of migrations, by the file name without its number, so that the same
+// step serves each backend's file of that name.
+var goSteps = map[string]func(ctx context.Context, tx *sql.Tx) error{
+	"name_key.sql": fillNameKeys,
 }
 
 // migrations lists the dialect's migration files in the order they apply.
@@ -40,7 +50,8 @@ func (d *dialect) migrations() ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		ms = append(ms, migration{version: version, name: e.Name(), sql: string(body)})
+		_, description, _ := strings.Cut(e.Name(), "_")
+		ms = append(ms, migration{version: version, name: e.Name(), sql: string(body), then: goSteps[description]})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
 	for i := 1; i < len(ms); i++ {
@@ -104,9 +115,45 @@ func (s *Store) apply(ctx context.Context, conn *sql.Conn, m migration) error {
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 		return err
 	}
+	if m.then != nil {
+		if err := m.then(ctx, tx); err != nil {
+			return err
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
 		m.version, m.name, micros(s.now())); err != nil {
 		return err
 	}
 	return tx.Commit()
+}
+
+// fillNameKeys sets the search key of every user that has none yet (store.NameKey), in batches of
+// one statement each, walking the ids in order, so that an existing database gains the name search on upgrade. Every name is
+// required and not blank, so an empty key means one that was never filled.
+func fillNameKeys(ctx context.Context, tx *sql.Tx) error {
+	const batch = 500
+	type idName struct {
+		id   int32
+		name string
+	}
+	for after := int32(0); ; {
+		rows, err := tx.QueryContext(ctx, `SELECT id, name FROM users WHERE id > $1 AND name_key = '' ORDER BY id LIMIT $2`, after, batch)
+		users, err := rowsOf(rows, err, func(row scanner) (u idName, err error) { return u, row.Scan(&u.id, &u.name) })
+		if err != nil || len(users) == 0 {
+			return err
+		}
+		after = users[len(users)-1].id
+		// UPDATE users SET name_key = CASE id WHEN $1 THEN $2 ... END WHERE id IN ($1, ...): one
+		// statement per batch, in SQL that both backends take.
+		var cases, ids []string
+		var args []any
+		for _, u := range users {
+			id, key := placeholder(len(args)+1), placeholder(len(args)+2)
+			args = append(args, u.id, store.NameKey(u.name))
+			cases, ids = append(cases, "WHEN "+id+" THEN "+key), append(ids, id)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET name_key = CASE id `+strings.Join(cases, " ")+` END WHERE id IN (`+strings.Join(ids, ", ")+`)`, args...); err != nil {
+			return fmt.Errorf("fill name keys: %w", err)
+		}
+	}
 }

@@ -40,9 +40,13 @@ var postgresDialect = dialect{
 	},
 	unavailable:         postgresUnavailable,
 	foreignKeyViolation: func(err error) bool { return postgresCode(err) == "23503" },
-	// Counted from the rows: a count row that every create updates serialises the creates of all
-	// replicas behind one row lock (migration 0004 removed it).
-	countUsers: countUsersByScan,
+	// Kept without a row that every write updates (migration 0007): writes append deltas, and
+	// foldCountDeltas folds them into user_counts.
+	countUsers: func(role string) (string, []any) {
+		return `SELECT COALESCE((SELECT n FROM user_counts WHERE scope = $1), 0) +
+			COALESCE((SELECT SUM(delta) FROM user_count_deltas WHERE scope = $1), 0)`, []any{countScope(role)}
+	},
+	foldCounts: foldCountDeltas,
 }
 
 // isPostgresURL reports whether dsn names a PostgreSQL database rather than a SQLite file.

@@ -23,7 +23,7 @@ func scanPost(row scanner) (store.Post, error) {
 }
 
 // ListPosts returns one page of the user's posts by id ascending, and how many the user has.
-func (s *Store) ListPosts(ctx context.Context, userID int32, offset int64, limit int) (_ store.Page[store.Post], err error) {
+func (s *Store) ListPosts(ctx context.Context, userID int32, q store.PostQuery) (_ store.Page[store.Post], err error) {
 	defer s.classify(&err)
 	var page store.Page[store.Post]
 	err = s.inReadTx(ctx, func(tx *sql.Tx) error {
@@ -37,13 +37,18 @@ func (s *Store) ListPosts(ctx context.Context, userID int32, offset int64, limit
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM posts WHERE user_id = $1`, userID).Scan(&page.Total); err != nil {
 			return fmt.Errorf("count posts of user %d: %w", userID, err)
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+postColumns+` FROM posts WHERE user_id = $1 ORDER BY id LIMIT $2 OFFSET $3`,
-			userID, limit, offset)
+		// After a cursor, a seek into (user_id, id); one row more than the page tells whether
+		// another page follows.
+		rows, err := tx.QueryContext(ctx, `SELECT `+postColumns+` FROM posts WHERE user_id = $1 AND id > $2 ORDER BY id LIMIT $3 OFFSET $4`,
+			userID, q.AfterID, q.Limit+1, q.Offset)
 		if page.Items, err = rowsOf(rows, err, scanPost); err != nil {
 			return fmt.Errorf("list posts of user %d: %w", userID, err)
 		}
 		return nil
 	})
+	if len(page.Items) > q.Limit {
+		page.Items, page.More = page.Items[:q.Limit], true
+	}
 	return page, err
 }
 

@@ -36,11 +36,7 @@ var sqliteDialect = dialect{
 	// One row read instead of a scan of every user: triggers keep the counts (migration 0003). SQLite
 	// has one writer anyway, so the rows every write updates cost no concurrency.
 	countUsers: func(role string) (string, []any) {
-		scope := "all"
-		if role != "" {
-			scope = "role:" + role
-		}
-		return `SELECT COALESCE((SELECT n FROM user_counts WHERE scope = $1), 0)`, []any{scope}
+		return `SELECT COALESCE((SELECT n FROM user_counts WHERE scope = $1), 0)`, []any{countScope(role)}
 	},
 }
 

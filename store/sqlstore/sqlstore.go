@@ -24,6 +24,10 @@ type Store struct {
 	writer *sql.DB
 	// now is the clock; times are kept to the microsecond, the precision every backend stores.
 	now func() time.Time
+	// stopFolding ends the background fold of the count deltas (counts.go), if the dialect has one;
+	// folded is closed when it has ended.
+	stopFolding context.CancelFunc
+	folded      chan struct{}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -63,6 +67,12 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("migrate %s: %w", s.dialect.name, err)
 	}
+	if s.dialect.foldCounts != nil {
+		var folding context.Context
+		folding, s.stopFolding = context.WithCancel(context.WithoutCancel(ctx))
+		s.folded = make(chan struct{})
+		go s.foldCountsUntilClosed(folding)
+	}
 	return s, nil
 }
 
@@ -92,8 +102,13 @@ func (s *Store) classify(err *error) {
 	}
 }
 
-// Close closes every connection; it waits for queries under way to finish.
+// Close stops the background work and closes every connection; it waits for queries under way to
+// finish.
 func (s *Store) Close() error {
+	if s.stopFolding != nil {
+		s.stopFolding()
+		<-s.folded
+	}
 	err := s.reader.Close()
 	if s.writer != s.reader {
 		err = errors.Join(err, s.writer.Close())

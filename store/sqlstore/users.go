@@ -1,4 +1,4 @@
-// Users: reads, the paged and sorted list, and atomic writes.
+// Users: reads, the paged and sorted list (built in list.go), and atomic writes.
 package sqlstore
 
 import (
@@ -11,6 +11,8 @@ import (
 	"usersd/store"
 )
 
+// userColumns are the columns read back. name_key, the search key, is written with every name
+// (store.NameKey) and only ever searched.
 const userColumns = `id, name, role, created_at, updated_at, version`
 
 func scanUser(row scanner) (store.User, error) {
@@ -39,61 +41,39 @@ func (s *Store) GetUser(ctx context.Context, id int32) (_ store.User, err error)
 	return userResult(row, id)
 }
 
-// sortColumns maps each sortable attribute to its column.
-var sortColumns = map[store.SortField]string{
-	store.SortByID:        "id",
-	store.SortByName:      "name",
-	store.SortByRole:      "role",
-	store.SortByCreatedAt: "created_at",
-}
-
-// orderBy builds the ORDER BY clause of q from the fixed column names above, never from client text,
-// and ends it with id so that ties always break by id ascending.
-func orderBy(keys []store.SortKey) (string, error) {
-	var terms []string
-	for _, k := range keys {
-		column, ok := sortColumns[k.Field]
-		if !ok {
-			return "", fmt.Errorf("cannot sort by %q", k.Field)
-		}
-		if k.Descending {
-			column += " DESC"
-		}
-		terms = append(terms, column)
-		if k.Field == store.SortByID {
-			return strings.Join(terms, ", "), nil // id is unique: nothing after it can matter
-		}
-	}
-	return strings.Join(append(terms, "id"), ", "), nil
-}
-
 // ListUsers returns one page of the users that q selects and how many it selects in all, both read
 // from one snapshot.
 func (s *Store) ListUsers(ctx context.Context, q store.UserQuery) (_ store.Page[store.User], err error) {
 	defer s.classify(&err)
-	order, err := orderBy(q.Sort)
+	reads, err := pageReads(q)
 	if err != nil {
 		return store.Page[store.User]{}, err
 	}
-	where, args := "", []any{}
-	if q.Role != "" {
-		where, args = ` WHERE role = $1`, append(args, q.Role)
-	}
-	countQuery, countArgs := s.dialect.countUsers(q.Role)
-	limit, offset := placeholder(len(args)+1), placeholder(len(args)+2)
+	count := s.dialect.countStatement(q)
 	var page store.Page[store.User]
 	err = s.inReadTx(ctx, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, countQuery, countArgs...).Scan(&page.Total); err != nil {
+		if err := tx.QueryRowContext(ctx, count.query, count.args...).Scan(&page.Total); err != nil {
 			return fmt.Errorf("count users: %w", err)
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+userColumns+` FROM users`+where+` ORDER BY `+order+` LIMIT `+limit+` OFFSET `+offset,
-			append(args, q.Limit, q.Offset)...)
-		page.Items, err = rowsOf(rows, err, scanUser)
-		if err != nil {
-			return fmt.Errorf("list users: %w", err)
+		// One row more than the page tells whether another page follows.
+		for _, read := range reads {
+			want := q.Limit + 1 - len(page.Items)
+			if want == 0 {
+				break
+			}
+			st := read.limited(want)
+			rows, err := tx.QueryContext(ctx, st.query, st.args...)
+			users, err := rowsOf(rows, err, scanUser)
+			if err != nil {
+				return fmt.Errorf("list users: %w", err)
+			}
+			page.Items = append(page.Items, users...)
 		}
 		return nil
 	})
+	if len(page.Items) > q.Limit {
+		page.Items, page.More = page.Items[:q.Limit], true
+	}
 	return page, err
 }
 
@@ -104,8 +84,8 @@ func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Co
 	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.now())
 		row := tx.QueryRowContext(ctx,
-			`INSERT INTO users (name, role, created_at, updated_at, version) VALUES ($1, $2, $3, $3, 1) RETURNING `+userColumns,
-			nu.Name, nu.Role, now)
+			`INSERT INTO users (name, name_key, role, created_at, updated_at, version) VALUES ($1, $2, $3, $4, $4, 1) RETURNING `+userColumns,
+			nu.Name, store.NameKey(nu.Name), nu.Role, now)
 		var err error
 		if u, err = scanUser(row); err != nil {
 			return fmt.Errorf("insert user: %w", err)
@@ -119,11 +99,17 @@ func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Co
 // different fields both take effect, and so that the version check and the write are one step.
 func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChanges, ifVersion store.IfVersion) (_ store.User, err error) {
 	defer s.classify(&err)
-	condition, conditionArgs := versionCondition(ifVersion, 5)
+	var nameKey *string
+	if changes.Name != nil {
+		key := store.NameKey(*changes.Name)
+		nameKey = &key
+	}
+	condition, conditionArgs := versionCondition(ifVersion, 6)
 	row := s.writer.QueryRowContext(ctx,
-		`UPDATE users SET name = COALESCE($1, name), role = COALESCE($2, role), updated_at = $3, version = version + 1
-		 WHERE id = $4`+condition+` RETURNING `+userColumns,
-		append([]any{changes.Name, changes.Role, micros(s.now()), id}, conditionArgs...)...)
+		`UPDATE users SET name = COALESCE($1, name), name_key = COALESCE($2, name_key), role = COALESCE($3, role),
+		 updated_at = $4, version = version + 1
+		 WHERE id = $5`+condition+` RETURNING `+userColumns,
+		append([]any{changes.Name, nameKey, changes.Role, micros(s.now()), id}, conditionArgs...)...)
 	u, err := scanUser(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.User{}, s.whyNotWritten(ctx, id, ifVersion)

@@ -1,0 +1,175 @@
+// Lists of users at any size: the filters, the sort order, and keyset paging in statements that each
+// read a range of one index (migrations NNNN_list_indexes.sql), so that a page costs the same at ten
+// million users as at a thousand.
+package sqlstore
+
+import (
+	"fmt"
+	"strings"
+
+	"usersd/store"
+)
+
+// orderTerm is one column of a sort order.
+type orderTerm struct {
+	column     string
+	descending bool
+}
+
+func (t orderTerm) String() string {
+	if t.descending {
+		return t.column + " DESC"
+	}
+	return t.column
+}
+
+// sortColumns maps each sortable attribute to its column.
+var sortColumns = map[store.SortField]string{
+	store.SortByID:        "id",
+	store.SortByName:      "name",
+	store.SortByRole:      "role",
+	store.SortByCreatedAt: "created_at",
+}
+
+// orderTerms returns the sort order of keys as columns, from the fixed names above and never from
+// client text, ending with id so that ties always break by id ascending. Since id is unique, nothing
+// after it can matter: a sort that names id ends there.
+func orderTerms(keys []store.SortKey) ([]orderTerm, error) {
+	var terms []orderTerm
+	for _, k := range keys {
+		column, ok := sortColumns[k.Field]
+		if !ok {
+			return nil, fmt.Errorf("cannot sort by %q", k.Field)
+		}
+		terms = append(terms, orderTerm{column: column, descending: k.Descending})
+		if k.Field == store.SortByID {
+			return terms, nil
+		}
+	}
+	return append(terms, orderTerm{column: "id"}), nil
+}
+
+func orderBy(terms []orderTerm) string {
+	parts := make([]string, len(terms))
+	for i, t := range terms {
+		parts[i] = t.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// cursorValue is the value of column at cursor c, in the form the column stores.
+func cursorValue(c *store.UserCursor, column string) any {
+	switch column {
+	case "name":
+		return c.Name
+	case "role":
+		return c.Role
+	case "created_at":
+		return micros(c.CreatedAt)
+	default:
+		return c.ID
+	}
+}
+
+// args numbers the parameters of one statement as they are added.
+type args []any
+
+// add appends v and returns its placeholder.
+func (a *args) add(v any) string {
+	*a = append(*a, v)
+	return placeholder(len(*a))
+}
+
+// userFilter returns the WHERE conditions of q's role filter and name search, and their arguments.
+func userFilter(q store.UserQuery) ([]string, args) {
+	var conditions []string
+	var a args
+	if q.Role != "" {
+		conditions = append(conditions, "role = "+a.add(q.Role))
+	}
+	if q.NamePrefix != "" {
+		from, to := store.NameKeyRange(q.NamePrefix)
+		conditions = append(conditions, "name_key >= "+a.add(from))
+		if to != "" {
+			conditions = append(conditions, "name_key < "+a.add(to))
+		}
+	}
+	return conditions, a
+}
+
+// statement is one SQL statement and its arguments.
+type statement struct {
+	query string
+	args  args
+}
+
+// rangeRead is a statement that reads rows in order, to which the reader adds how many it wants.
+type rangeRead struct {
+	statement
+	offset int64
+}
+
+// limited returns the statement that reads up to limit rows of r.
+func (r rangeRead) limited(limit int) statement {
+	a := append(args(nil), r.args...)
+	query := r.query + ` LIMIT ` + a.add(limit)
+	if r.offset > 0 {
+		query += ` OFFSET ` + a.add(r.offset)
+	}
+	return statement{query, a}
+}
+
+// countStatement counts the users that q selects. Without a name search, the dialect reads a kept
+// count; with one, the index of name keys counts the matches (so a search costs what it matches).
+func (d *dialect) countStatement(q store.UserQuery) statement {
+	if q.NamePrefix == "" {
+		query, args := d.countUsers(q.Role)
+		return statement{query, args}
+	}
+	conditions, a := userFilter(q)
+	return statement{`SELECT COUNT(*) FROM users WHERE ` + strings.Join(conditions, " AND "), a}
+}
+
+// pageReads returns the reads of q's page, to be run in order until enough rows have come back:
+// each reads a range of one index in the sort order, and the rows of each come after the rows of
+// the ones before it.
+//
+// With an offset (page numbers) that is one read that skips offset rows. After a cursor it is one
+// read per sort term, from the last to the first, for the lexicographic condition "after the
+// cursor": for the order (t1, ..., tn), read k holds the rows equal to the cursor on t1..t(k-1) and
+// after it on tk. As one OR, the condition would defeat the index whenever the directions differ
+// (-role keeps its ties by id ascending); as separate ranges, each is one seek into an index.
+func pageReads(q store.UserQuery) ([]rangeRead, error) {
+	terms, err := orderTerms(q.Sort)
+	if err != nil {
+		return nil, err
+	}
+	if q.After == nil {
+		conditions, a := userFilter(q)
+		query := `SELECT ` + userColumns + ` FROM users` + where(conditions) + ` ORDER BY ` + orderBy(terms)
+		return []rangeRead{{statement{query, a}, q.Offset}}, nil
+	}
+	reads := make([]rangeRead, 0, len(terms))
+	for k := len(terms) - 1; k >= 0; k-- {
+		conditions, a := userFilter(q)
+		for _, equal := range terms[:k] {
+			conditions = append(conditions, equal.column+" = "+a.add(cursorValue(q.After, equal.column)))
+		}
+		after, comparison := terms[k], " > "
+		if after.descending {
+			comparison = " < "
+		}
+		conditions = append(conditions, after.column+comparison+a.add(cursorValue(q.After, after.column)))
+		// The terms before k are constant in this range: the order is the rest.
+		query := `SELECT ` + userColumns + ` FROM users` + where(conditions) + ` ORDER BY ` + orderBy(terms[k:])
+		reads = append(reads, rangeRead{statement: statement{query, a}})
+	}
+	return reads, nil
+}
+
+func where(conditions []string) string {
+	if len(conditions) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conditions, " AND ")
+}
