@@ -211,7 +211,7 @@ func (fx *fzFixture) snapshotErr() (fzSnapshot, error) {
 		if fx.isBulk(u.ID) || u.ID != fzAda && !fx.allPosts && !fx.isNew(u.ID) {
 			continue // users that no request of the target can post to
 		}
-		posts, err := fx.st.Store.ListPosts(ctx, u.ID, 0, 1000)
+		posts, err := fx.st.Store.ListPosts(ctx, u.ID, store.PostQuery{Limit: 1000})
 		if err != nil {
 			return fzSnapshot{}, fmt.Errorf("snapshot posts of %d: %w", u.ID, err)
 		}

@@ -13,19 +13,19 @@ func listPostsREST(users *Users, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		q, err := parseCollectionQuery(r, "page", "limit")
+		q, err := parseCollectionQuery(r, "page", "limit", "pagination", "cursor")
 		if err != nil {
 			return err
 		}
-		page, limit, err := q.paging()
+		p, err := q.paging()
 		if err != nil {
 			return err
 		}
-		res, err := users.ListUserPosts(r.Context(), &usersv1.ListUserPostsRequest{UserId: userID, Page: page, Limit: limit})
+		res, err := users.ListUserPosts(r.Context(), &usersv1.ListUserPostsRequest{UserId: userID, Page: p.page, Limit: p.limit, PageToken: p.cursor})
 		if err != nil {
 			return err
 		}
-		setPagingHeaders(w, r, q, page, limit, res.GetTotalCount())
+		setListHeaders(w, r, q, p, res.GetTotalCount(), res.GetNextPageToken())
 		return writeList(w, res.GetPosts())
 	})
 }

@@ -1,5 +1,5 @@
-// The REST collection query (SPEC.md section 3.1): strict parameter parsing, and paging metadata in
-// the X-Total-Count and Link headers.
+// The REST collection query: strict parameter parsing, page-number or keyset paging, and paging
+// metadata in the X-Total-Count and Link headers.
 package handlers
 
 import (
@@ -54,13 +54,67 @@ func (q collectionQuery) positive(name string) (int32, error) {
 	return int32(n), nil
 }
 
-// paging returns the page and limit parameters, 0 for each that is absent.
-func (q collectionQuery) paging() (page, limit int32, err error) {
-	if page, err = q.positive("page"); err != nil {
-		return 0, 0, err
+// paging is how a request pages: by page number (the default), or by keyset (GitLab's style:
+// pagination=keyset for the first page, cursor for the page after a token; a cursor alone implies
+// keyset). Zero values mean absent.
+type paging struct {
+	page, limit int32
+	keyset      bool
+	cursor      string
+}
+
+// paging reads the paging parameters; page together with keyset paging is an error, since the two
+// name different pages.
+func (q collectionQuery) paging() (paging, error) {
+	var p paging
+	var err error
+	if p.page, err = q.positive("page"); err != nil {
+		return paging{}, err
 	}
-	limit, err = q.positive("limit")
-	return page, limit, err
+	if p.limit, err = q.positive("limit"); err != nil {
+		return paging{}, err
+	}
+	switch mode := q.text("pagination"); mode {
+	case "", "keyset":
+		p.keyset = mode == "keyset"
+	default:
+		return paging{}, invalidArgument("pagination must be keyset (or absent, for page numbers), got %q", mode)
+	}
+	p.cursor = q.text("cursor")
+	p.keyset = p.keyset || p.cursor != ""
+	if p.keyset && p.page != 0 {
+		return paging{}, invalidArgument("page cannot be combined with keyset paging (pagination=keyset or cursor); follow the Link header's next instead")
+	}
+	return p, nil
+}
+
+// setListHeaders sets X-Total-Count and the Link header of either kind of paging; nextToken is the
+// list's next_page_token, empty on the last page.
+func setListHeaders(w http.ResponseWriter, r *http.Request, q collectionQuery, p paging, total int32, nextToken string) {
+	if !p.keyset {
+		setPagingHeaders(w, r, q, p.page, p.limit, total)
+		return
+	}
+	// Both links keep every other parameter; first drops the cursor and says keyset explicitly.
+	link := func(rel, cursor string) string {
+		values := url.Values{}
+		for k, v := range q.values {
+			values[k] = v
+		}
+		if cursor == "" {
+			values.Del("cursor")
+			values.Set("pagination", "keyset")
+		} else {
+			values.Set("cursor", cursor)
+		}
+		return fmt.Sprintf(`<%s?%s>; rel="%s"`, r.URL.Path, values.Encode(), rel)
+	}
+	links := []string{link("first", "")}
+	if nextToken != "" {
+		links = append(links, link("next", nextToken))
+	}
+	w.Header().Set("X-Total-Count", strconv.Itoa(int(total)))
+	w.Header().Set("Link", strings.Join(links, ", "))
 }
 
 // setPagingHeaders sets X-Total-Count and a Link header (RFC 8288) with first, prev, next and last

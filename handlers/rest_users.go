@@ -12,21 +12,22 @@ import (
 
 func listUsersREST(users *Users, errs *errorWriter) http.Handler {
 	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
-		q, err := parseCollectionQuery(r, "role", "sort", "page", "limit")
+		q, err := parseCollectionQuery(r, "role", "sort", "namePrefix", "page", "limit", "pagination", "cursor")
 		if err != nil {
 			return err
 		}
-		page, limit, err := q.paging()
+		p, err := q.paging()
 		if err != nil {
 			return err
 		}
 		res, err := users.ListUsers(r.Context(), &usersv1.ListUsersRequest{
-			Role: q.text("role"), Sort: q.text("sort"), Page: page, Limit: limit,
+			Role: q.text("role"), Sort: q.text("sort"), NamePrefix: q.text("namePrefix"),
+			Page: p.page, Limit: p.limit, PageToken: p.cursor,
 		})
 		if err != nil {
 			return err
 		}
-		setPagingHeaders(w, r, q, page, limit, res.GetTotalCount())
+		setListHeaders(w, r, q, p, res.GetTotalCount(), res.GetNextPageToken())
 		return writeList(w, res.GetUsers())
 	})
 }

@@ -38,21 +38,38 @@ func (u *Users) GetUser(ctx context.Context, req *usersv1.GetUserRequest) (*user
 	return userToProto(user), nil
 }
 
-// ListUsers returns one page of users and the number of matches.
+// ListUsers returns one page of users, the number of matches, and the token of the next page.
 func (u *Users) ListUsers(ctx context.Context, req *usersv1.ListUsersRequest) (*usersv1.ListUsersResponse, error) {
 	sort, err := parseSort(req.GetSort())
 	if err != nil {
+		return nil, err
+	}
+	if err := checkLine("namePrefix", req.GetNamePrefix(), maxNameLength); err != nil {
 		return nil, err
 	}
 	offset, limit, err := pageBounds(req.GetPage(), req.GetLimit())
 	if err != nil {
 		return nil, err
 	}
-	page, err := u.store.ListUsers(ctx, store.UserQuery{Role: req.GetRole(), Sort: sort, Offset: offset, Limit: limit})
+	q := store.UserQuery{Role: req.GetRole(), NamePrefix: req.GetNamePrefix(), Sort: sort, Offset: offset, Limit: limit}
+	binding := usersBinding(q.Role, q.NamePrefix, sort, limit)
+	if req.GetPageToken() != "" {
+		if req.GetPage() != 0 {
+			return nil, invalidArgument("give page or page_token (cursor on REST), not both")
+		}
+		if q.After, err = userCursor(req.GetPageToken(), binding, sort); err != nil {
+			return nil, err
+		}
+	}
+	page, err := u.store.ListUsers(ctx, q)
 	if err != nil {
 		return nil, fromStore(err)
 	}
-	return &usersv1.ListUsersResponse{Users: mapSlice(page.Items, userToProto), TotalCount: clampInt32(page.Total)}, nil
+	res := &usersv1.ListUsersResponse{Users: mapSlice(page.Items, userToProto), TotalCount: clampInt32(page.Total)}
+	if page.More {
+		res.NextPageToken = userPageToken(binding, sort, page.Items[len(page.Items)-1])
+	}
+	return res, nil
 }
 
 // CreateUser creates a user from the writable fields of req.user, once per request_id.
@@ -154,7 +171,7 @@ func (u *Users) DeleteUser(ctx context.Context, req *usersv1.DeleteUserRequest) 
 	return &usersv1.DeleteUserResponse{}, nil
 }
 
-// ListUserPosts returns one page of a user's posts, by id ascending.
+// ListUserPosts returns one page of a user's posts, by id ascending, and the token of the next page.
 func (u *Users) ListUserPosts(ctx context.Context, req *usersv1.ListUserPostsRequest) (*usersv1.ListUserPostsResponse, error) {
 	if err := checkID("user_id", req.GetUserId()); err != nil {
 		return nil, err
@@ -163,11 +180,27 @@ func (u *Users) ListUserPosts(ctx context.Context, req *usersv1.ListUserPostsReq
 	if err != nil {
 		return nil, err
 	}
-	page, err := u.store.ListPosts(ctx, req.GetUserId(), offset, limit)
+	q := store.PostQuery{Offset: offset, Limit: limit}
+	binding := postsBinding(req.GetUserId(), limit)
+	if req.GetPageToken() != "" {
+		if req.GetPage() != 0 {
+			return nil, invalidArgument("give page or page_token (cursor on REST), not both")
+		}
+		t, err := decodePageToken(req.GetPageToken(), binding)
+		if err != nil {
+			return nil, err
+		}
+		q.Offset, q.AfterID = 0, t.ID
+	}
+	page, err := u.store.ListPosts(ctx, req.GetUserId(), q)
 	if err != nil {
 		return nil, fromStore(err)
 	}
-	return &usersv1.ListUserPostsResponse{Posts: mapSlice(page.Items, postToProto), TotalCount: clampInt32(page.Total)}, nil
+	res := &usersv1.ListUserPostsResponse{Posts: mapSlice(page.Items, postToProto), TotalCount: clampInt32(page.Total)}
+	if page.More {
+		res.NextPageToken = encodePageToken(pageToken{Query: binding, ID: page.Items[len(page.Items)-1].ID})
+	}
+	return res, nil
 }
 
 // CreateUserPost adds a post to an existing user, once per request_id.

@@ -247,7 +247,9 @@ func (x *Post) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// ListUsersRequest is the collection query of SPEC.md section 3.1.
+// ListUsersRequest is the collection query: a filter, a sort order, and either a page number or a
+// page token (AIP-158). Page tokens cost the same at any depth; a page number deep in a large
+// collection costs what it skips.
 type ListUsersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Exact, case-sensitive role filter; empty means no filter.
@@ -255,10 +257,17 @@ type ListUsersRequest struct {
 	// Comma-separated attributes from id, name, role, createdAt; a leading "-" sorts descending.
 	// Empty means by id ascending. Ties always break by id ascending.
 	Sort string `protobuf:"bytes,2,opt,name=sort,proto3" json:"sort,omitempty"`
-	// The page to return, from 1; 0 means the first page.
+	// The page to return, from 1; 0 means the first page. Must be 0 with a page_token.
 	Page int32 `protobuf:"varint,3,opt,name=page,proto3" json:"page,omitempty"`
 	// Users per page; 0 means 20, and values above 100 are lowered to 100.
-	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The next_page_token of an earlier response, for the page after it. A token is bound to the
+	// query it came from (role, sort, name_prefix and limit): with another query it is
+	// INVALID_ARGUMENT. Empty means the first page.
+	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Keeps the users whose name starts with this text, ignoring case (Unicode simple case folding);
+	// at most 200 characters. Empty means every name.
+	NamePrefix    string `protobuf:"bytes,6,opt,name=name_prefix,json=namePrefix,proto3" json:"name_prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -321,13 +330,29 @@ func (x *ListUsersRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ListUsersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListUsersRequest) GetNamePrefix() string {
+	if x != nil {
+		return x.NamePrefix
+	}
+	return ""
+}
+
 // ListUsersResponse is one page of users.
 type ListUsersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The users on this page.
 	Users []*User `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
 	// How many users match the query across all pages.
-	TotalCount    int32 `protobuf:"varint,2,opt,name=total_count,json=totalCount,proto3" json:"total_count,omitempty"`
+	TotalCount int32 `protobuf:"varint,2,opt,name=total_count,json=totalCount,proto3" json:"total_count,omitempty"`
+	// The page_token of the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -374,6 +399,13 @@ func (x *ListUsersResponse) GetTotalCount() int32 {
 		return x.TotalCount
 	}
 	return 0
+}
+
+func (x *ListUsersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // CreateUserRequest carries the user to create.
@@ -808,15 +840,18 @@ func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
 	return file_users_v1_users_proto_rawDescGZIP(), []int{12}
 }
 
-// ListUserPostsRequest asks for one page of a user's posts.
+// ListUserPostsRequest asks for one page of a user's posts, by page number or by page token.
 type ListUserPostsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The owning user; must be positive and exist.
 	UserId int32 `protobuf:"varint,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// The page to return, from 1; 0 means the first page.
+	// The page to return, from 1; 0 means the first page. Must be 0 with a page_token.
 	Page int32 `protobuf:"varint,2,opt,name=page,proto3" json:"page,omitempty"`
 	// Posts per page; 0 means 20, and values above 100 are lowered to 100.
-	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The next_page_token of an earlier response, for the page after it; bound to user_id and limit
+	// like ListUsersRequest.page_token. Empty means the first page.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -872,13 +907,22 @@ func (x *ListUserPostsRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ListUserPostsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListUserPostsResponse is one page of a user's posts.
 type ListUserPostsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The posts on this page, by id ascending.
 	Posts []*Post `protobuf:"bytes,1,rep,name=posts,proto3" json:"posts,omitempty"`
 	// How many posts the user has.
-	TotalCount    int32 `protobuf:"varint,2,opt,name=total_count,json=totalCount,proto3" json:"total_count,omitempty"`
+	TotalCount int32 `protobuf:"varint,2,opt,name=total_count,json=totalCount,proto3" json:"total_count,omitempty"`
+	// The page_token of the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -925,6 +969,13 @@ func (x *ListUserPostsResponse) GetTotalCount() int32 {
 		return x.TotalCount
 	}
 	return 0
+}
+
+func (x *ListUserPostsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // CreateUserPostRequest adds a post to a user.
@@ -1059,16 +1110,21 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\x05title\x18\x03 \x01(\tR\x05title\x12\x12\n" +
 	"\x04body\x18\x04 \x01(\tR\x04body\x129\n" +
 	"\n" +
-	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"d\n" +
+	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xa4\x01\n" +
 	"\x10ListUsersRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x12\n" +
 	"\x04sort\x18\x02 \x01(\tR\x04sort\x12\x12\n" +
 	"\x04page\x18\x03 \x01(\x05R\x04page\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\x05R\x05limit\"Z\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\x12\x1f\n" +
+	"\vname_prefix\x18\x06 \x01(\tR\n" +
+	"namePrefix\"\x82\x01\n" +
 	"\x11ListUsersResponse\x12$\n" +
 	"\x05users\x18\x01 \x03(\v2\x0e.users.v1.UserR\x05users\x12\x1f\n" +
 	"\vtotal_count\x18\x02 \x01(\x05R\n" +
-	"totalCount\"V\n" +
+	"totalCount\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"V\n" +
 	"\x11CreateUserRequest\x12\"\n" +
 	"\x04user\x18\x01 \x01(\v2\x0e.users.v1.UserR\x04user\x12\x1d\n" +
 	"\n" +
@@ -1092,15 +1148,18 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\x11DeleteUserRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
 	"\x04etag\x18\x02 \x01(\tR\x04etag\"\x14\n" +
-	"\x12DeleteUserResponse\"Y\n" +
+	"\x12DeleteUserResponse\"x\n" +
 	"\x14ListUserPostsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\x05R\x06userId\x12\x12\n" +
 	"\x04page\x18\x02 \x01(\x05R\x04page\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\x05R\x05limit\"^\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\x86\x01\n" +
 	"\x15ListUserPostsResponse\x12$\n" +
 	"\x05posts\x18\x01 \x03(\v2\x0e.users.v1.PostR\x05posts\x12\x1f\n" +
 	"\vtotal_count\x18\x02 \x01(\x05R\n" +
-	"totalCount\"s\n" +
+	"totalCount\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"s\n" +
 	"\x15CreateUserPostRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\x05R\x06userId\x12\"\n" +
 	"\x04post\x18\x02 \x01(\v2\x0e.users.v1.PostR\x04post\x12\x1d\n" +

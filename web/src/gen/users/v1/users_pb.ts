@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file users/v1/users.proto.
  */
 export const file_users_v1_users: GenFile = /*@__PURE__*/
-  fileDesc("ChR1c2Vycy92MS91c2Vycy5wcm90bxIIdXNlcnMudjEiHAoOR2V0VXNlclJlcXVlc3QSCgoCaWQYASABKAUinAEKBFVzZXISCgoCaWQYASABKAUSDAoEbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGV0YWcYBiABKAkicAoEUG9zdBIKCgJpZBgBIAEoBRIPCgd1c2VyX2lkGAIgASgFEg0KBXRpdGxlGAMgASgJEgwKBGJvZHkYBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSwoQTGlzdFVzZXJzUmVxdWVzdBIMCgRyb2xlGAEgASgJEgwKBHNvcnQYAiABKAkSDAoEcGFnZRgDIAEoBRINCgVsaW1pdBgEIAEoBSJHChFMaXN0VXNlcnNSZXNwb25zZRIdCgV1c2VycxgBIAMoCzIOLnVzZXJzLnYxLlVzZXISEwoLdG90YWxfY291bnQYAiABKAUiRQoRQ3JlYXRlVXNlclJlcXVlc3QSHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXISEgoKcmVxdWVzdF9pZBgCIAEoCSIyChJDcmVhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiTAoSUmVwbGFjZVVzZXJSZXF1ZXN0EgoKAmlkGAEgASgFEhwKBHVzZXIYAiABKAsyDi51c2Vycy52MS5Vc2VyEgwKBGV0YWcYAyABKAkiMwoTUmVwbGFjZVVzZXJSZXNwb25zZRIcCgR1c2VyGAEgASgLMg4udXNlcnMudjEuVXNlciJ8ChFVcGRhdGVVc2VyUmVxdWVzdBIKCgJpZBgBIAEoBRIcCgR1c2VyGAIgASgLMg4udXNlcnMudjEuVXNlchIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSDAoEZXRhZxgEIAEoCSIyChJVcGRhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiLQoRRGVsZXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSDAoEZXRhZxgCIAEoCSIUChJEZWxldGVVc2VyUmVzcG9uc2UiRAoUTGlzdFVzZXJQb3N0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoBRIMCgRwYWdlGAIgASgFEg0KBWxpbWl0GAMgASgFIksKFUxpc3RVc2VyUG9zdHNSZXNwb25zZRIdCgVwb3N0cxgBIAMoCzIOLnVzZXJzLnYxLlBvc3QSEwoLdG90YWxfY291bnQYAiABKAUiWgoVQ3JlYXRlVXNlclBvc3RSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAUSHAoEcG9zdBgCIAEoCzIOLnVzZXJzLnYxLlBvc3QSEgoKcmVxdWVzdF9pZBgDIAEoCSI2ChZDcmVhdGVVc2VyUG9zdFJlc3BvbnNlEhwKBHBvc3QYASABKAsyDi51c2Vycy52MS5Qb3N0Mt8ECgVVc2VycxI4CgdHZXRVc2VyEhgudXNlcnMudjEuR2V0VXNlclJlcXVlc3QaDi51c2Vycy52MS5Vc2VyIgOQAgESSQoJTGlzdFVzZXJzEhoudXNlcnMudjEuTGlzdFVzZXJzUmVxdWVzdBobLnVzZXJzLnYxLkxpc3RVc2Vyc1Jlc3BvbnNlIgOQAgESRwoKQ3JlYXRlVXNlchIbLnVzZXJzLnYxLkNyZWF0ZVVzZXJSZXF1ZXN0GhwudXNlcnMudjEuQ3JlYXRlVXNlclJlc3BvbnNlEkoKC1JlcGxhY2VVc2VyEhwudXNlcnMudjEuUmVwbGFjZVVzZXJSZXF1ZXN0Gh0udXNlcnMudjEuUmVwbGFjZVVzZXJSZXNwb25zZRJHCgpVcGRhdGVVc2VyEhsudXNlcnMudjEuVXBkYXRlVXNlclJlcXVlc3QaHC51c2Vycy52MS5VcGRhdGVVc2VyUmVzcG9uc2USRwoKRGVsZXRlVXNlchIbLnVzZXJzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0GhwudXNlcnMudjEuRGVsZXRlVXNlclJlc3BvbnNlElUKDUxpc3RVc2VyUG9zdHMSHi51c2Vycy52MS5MaXN0VXNlclBvc3RzUmVxdWVzdBofLnVzZXJzLnYxLkxpc3RVc2VyUG9zdHNSZXNwb25zZSIDkAIBElMKDkNyZWF0ZVVzZXJQb3N0Eh8udXNlcnMudjEuQ3JlYXRlVXNlclBvc3RSZXF1ZXN0GiAudXNlcnMudjEuQ3JlYXRlVXNlclBvc3RSZXNwb25zZUJ4Cgxjb20udXNlcnMudjFCClVzZXJzUHJvdG9QAVobdXNlcnNkL2dlbi91c2Vycy92MTt1c2Vyc3YxogIDVVhYqgIIVXNlcnMuVjHKAghVc2Vyc1xWMeICFFVzZXJzXFYxXEdQQk1ldGFkYXRh6gIJVXNlcnM6OlYxYgZwcm90bzM", [file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("ChR1c2Vycy92MS91c2Vycy5wcm90bxIIdXNlcnMudjEiHAoOR2V0VXNlclJlcXVlc3QSCgoCaWQYASABKAUinAEKBFVzZXISCgoCaWQYASABKAUSDAoEbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGV0YWcYBiABKAkicAoEUG9zdBIKCgJpZBgBIAEoBRIPCgd1c2VyX2lkGAIgASgFEg0KBXRpdGxlGAMgASgJEgwKBGJvZHkYBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidAoQTGlzdFVzZXJzUmVxdWVzdBIMCgRyb2xlGAEgASgJEgwKBHNvcnQYAiABKAkSDAoEcGFnZRgDIAEoBRINCgVsaW1pdBgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJEhMKC25hbWVfcHJlZml4GAYgASgJImAKEUxpc3RVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlchITCgt0b3RhbF9jb3VudBgCIAEoBRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiRQoRQ3JlYXRlVXNlclJlcXVlc3QSHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXISEgoKcmVxdWVzdF9pZBgCIAEoCSIyChJDcmVhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiTAoSUmVwbGFjZVVzZXJSZXF1ZXN0EgoKAmlkGAEgASgFEhwKBHVzZXIYAiABKAsyDi51c2Vycy52MS5Vc2VyEgwKBGV0YWcYAyABKAkiMwoTUmVwbGFjZVVzZXJSZXNwb25zZRIcCgR1c2VyGAEgASgLMg4udXNlcnMudjEuVXNlciJ8ChFVcGRhdGVVc2VyUmVxdWVzdBIKCgJpZBgBIAEoBRIcCgR1c2VyGAIgASgLMg4udXNlcnMudjEuVXNlchIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSDAoEZXRhZxgEIAEoCSIyChJVcGRhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiLQoRRGVsZXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSDAoEZXRhZxgCIAEoCSIUChJEZWxldGVVc2VyUmVzcG9uc2UiWAoUTGlzdFVzZXJQb3N0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoBRIMCgRwYWdlGAIgASgFEg0KBWxpbWl0GAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiZAoVTGlzdFVzZXJQb3N0c1Jlc3BvbnNlEh0KBXBvc3RzGAEgAygLMg4udXNlcnMudjEuUG9zdBITCgt0b3RhbF9jb3VudBgCIAEoBRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiWgoVQ3JlYXRlVXNlclBvc3RSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAUSHAoEcG9zdBgCIAEoCzIOLnVzZXJzLnYxLlBvc3QSEgoKcmVxdWVzdF9pZBgDIAEoCSI2ChZDcmVhdGVVc2VyUG9zdFJlc3BvbnNlEhwKBHBvc3QYASABKAsyDi51c2Vycy52MS5Qb3N0Mt8ECgVVc2VycxI4CgdHZXRVc2VyEhgudXNlcnMudjEuR2V0VXNlclJlcXVlc3QaDi51c2Vycy52MS5Vc2VyIgOQAgESSQoJTGlzdFVzZXJzEhoudXNlcnMudjEuTGlzdFVzZXJzUmVxdWVzdBobLnVzZXJzLnYxLkxpc3RVc2Vyc1Jlc3BvbnNlIgOQAgESRwoKQ3JlYXRlVXNlchIbLnVzZXJzLnYxLkNyZWF0ZVVzZXJSZXF1ZXN0GhwudXNlcnMudjEuQ3JlYXRlVXNlclJlc3BvbnNlEkoKC1JlcGxhY2VVc2VyEhwudXNlcnMudjEuUmVwbGFjZVVzZXJSZXF1ZXN0Gh0udXNlcnMudjEuUmVwbGFjZVVzZXJSZXNwb25zZRJHCgpVcGRhdGVVc2VyEhsudXNlcnMudjEuVXBkYXRlVXNlclJlcXVlc3QaHC51c2Vycy52MS5VcGRhdGVVc2VyUmVzcG9uc2USRwoKRGVsZXRlVXNlchIbLnVzZXJzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0GhwudXNlcnMudjEuRGVsZXRlVXNlclJlc3BvbnNlElUKDUxpc3RVc2VyUG9zdHMSHi51c2Vycy52MS5MaXN0VXNlclBvc3RzUmVxdWVzdBofLnVzZXJzLnYxLkxpc3RVc2VyUG9zdHNSZXNwb25zZSIDkAIBElMKDkNyZWF0ZVVzZXJQb3N0Eh8udXNlcnMudjEuQ3JlYXRlVXNlclBvc3RSZXF1ZXN0GiAudXNlcnMudjEuQ3JlYXRlVXNlclBvc3RSZXNwb25zZUJ4Cgxjb20udXNlcnMudjFCClVzZXJzUHJvdG9QAVobdXNlcnNkL2dlbi91c2Vycy92MTt1c2Vyc3YxogIDVVhYqgIIVXNlcnMuVjHKAghVc2Vyc1xWMeICFFVzZXJzXFYxXEdQQk1ldGFkYXRh6gIJVXNlcnM6OlYxYgZwcm90bzM", [file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * GetUserRequest names the user to read.
@@ -146,7 +146,9 @@ export const PostSchema: GenMessage<Post> = /*@__PURE__*/
   messageDesc(file_users_v1_users, 2);
 
 /**
- * ListUsersRequest is the collection query of SPEC.md section 3.1.
+ * ListUsersRequest is the collection query: a filter, a sort order, and either a page number or a
+ * page token (AIP-158). Page tokens cost the same at any depth; a page number deep in a large
+ * collection costs what it skips.
  *
  * @generated from message users.v1.ListUsersRequest
  */
@@ -167,7 +169,7 @@ export type ListUsersRequest = Message<"users.v1.ListUsersRequest"> & {
   sort: string;
 
   /**
-   * The page to return, from 1; 0 means the first page.
+   * The page to return, from 1; 0 means the first page. Must be 0 with a page_token.
    *
    * @generated from field: int32 page = 3;
    */
@@ -179,6 +181,23 @@ export type ListUsersRequest = Message<"users.v1.ListUsersRequest"> & {
    * @generated from field: int32 limit = 4;
    */
   limit: number;
+
+  /**
+   * The next_page_token of an earlier response, for the page after it. A token is bound to the
+   * query it came from (role, sort, name_prefix and limit): with another query it is
+   * INVALID_ARGUMENT. Empty means the first page.
+   *
+   * @generated from field: string page_token = 5;
+   */
+  pageToken: string;
+
+  /**
+   * Keeps the users whose name starts with this text, ignoring case (Unicode simple case folding);
+   * at most 200 characters. Empty means every name.
+   *
+   * @generated from field: string name_prefix = 6;
+   */
+  namePrefix: string;
 };
 
 /**
@@ -207,6 +226,13 @@ export type ListUsersResponse = Message<"users.v1.ListUsersResponse"> & {
    * @generated from field: int32 total_count = 2;
    */
   totalCount: number;
+
+  /**
+   * The page_token of the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 3;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -438,7 +464,7 @@ export const DeleteUserResponseSchema: GenMessage<DeleteUserResponse> = /*@__PUR
   messageDesc(file_users_v1_users, 12);
 
 /**
- * ListUserPostsRequest asks for one page of a user's posts.
+ * ListUserPostsRequest asks for one page of a user's posts, by page number or by page token.
  *
  * @generated from message users.v1.ListUserPostsRequest
  */
@@ -451,7 +477,7 @@ export type ListUserPostsRequest = Message<"users.v1.ListUserPostsRequest"> & {
   userId: number;
 
   /**
-   * The page to return, from 1; 0 means the first page.
+   * The page to return, from 1; 0 means the first page. Must be 0 with a page_token.
    *
    * @generated from field: int32 page = 2;
    */
@@ -463,6 +489,14 @@ export type ListUserPostsRequest = Message<"users.v1.ListUserPostsRequest"> & {
    * @generated from field: int32 limit = 3;
    */
   limit: number;
+
+  /**
+   * The next_page_token of an earlier response, for the page after it; bound to user_id and limit
+   * like ListUsersRequest.page_token. Empty means the first page.
+   *
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
 };
 
 /**
@@ -491,6 +525,13 @@ export type ListUserPostsResponse = Message<"users.v1.ListUserPostsResponse"> & 
    * @generated from field: int32 total_count = 2;
    */
   totalCount: number;
+
+  /**
+   * The page_token of the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 3;
+   */
+  nextPageToken: string;
 };
 
 /**
