@@ -27,6 +27,9 @@ type dialect struct {
 	// countUsers is the query of how many users have the role ("" for all users), read in the same
 	// snapshot as the page it counts. It reads kept counts, never the users themselves.
 	countUsers func(role string) (query string, args []any)
+	// nameSearchHint follows "FROM users" in a statement with a name search: what the dialect needs
+	// to read the range of name keys rather than another index (see dialect.from).
+	nameSearchHint string
 	// foldCounts, when set, must run about once a second while the store is open, to keep what
 	// countUsers reads short (see counts.go).
 	foldCounts func(ctx context.Context, db *sql.DB) error

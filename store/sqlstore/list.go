@@ -31,15 +31,20 @@ var sortColumns = map[store.SortField]string{
 	store.SortByCreatedAt: "created_at",
 }
 
-// orderTerms returns the sort order of keys as columns, from the fixed names above and never from
-// client text, ending with id so that ties always break by id ascending. Since id is unique, nothing
-// after it can matter: a sort that names id ends there.
-func orderTerms(keys []store.SortKey) ([]orderTerm, error) {
+// orderTerms returns the sort order of q as columns, from the fixed names above and never from client
+// text, ending with id so that ties always break by id ascending. Since id is unique, nothing after
+// it can matter: a sort that names id ends there. With the role filter every row has the same role,
+// so a sort by role orders nothing and is left out (a condition role = $1 AND role = $2 would also
+// keep the planner from seeing that one index serves the page).
+func orderTerms(q store.UserQuery) ([]orderTerm, error) {
 	var terms []orderTerm
-	for _, k := range keys {
+	for _, k := range q.Sort {
 		column, ok := sortColumns[k.Field]
 		if !ok {
 			return nil, fmt.Errorf("cannot sort by %q", k.Field)
+		}
+		if k.Field == store.SortByRole && q.Role != "" {
+			continue
 		}
 		terms = append(terms, orderTerm{column: column, descending: k.Descending})
 		if k.Field == store.SortByID {
@@ -78,6 +83,16 @@ type args []any
 func (a *args) add(v any) string {
 	*a = append(*a, v)
 	return placeholder(len(*a))
+}
+
+// from is the FROM clause of a statement that reads the users q selects. With a name search it holds
+// the dialect's hint, if any, that makes the statement read the range of name keys: the cost of a
+// search is then what it matches, whatever else the query says.
+func (d *dialect) from(q store.UserQuery) string {
+	if q.NamePrefix != "" {
+		return ` FROM users` + d.nameSearchHint
+	}
+	return ` FROM users`
 }
 
 // userFilter returns the WHERE conditions of q's role filter and name search, and their arguments.
@@ -127,7 +142,7 @@ func (d *dialect) countStatement(q store.UserQuery) statement {
 		return statement{query, args}
 	}
 	conditions, a := userFilter(q)
-	return statement{`SELECT COUNT(*) FROM users WHERE ` + strings.Join(conditions, " AND "), a}
+	return statement{`SELECT COUNT(*)` + d.from(q) + where(conditions), a}
 }
 
 // pageReads returns the reads of q's page, to be run in order until enough rows have come back:
@@ -139,14 +154,14 @@ func (d *dialect) countStatement(q store.UserQuery) statement {
 // cursor": for the order (t1, ..., tn), read k holds the rows equal to the cursor on t1..t(k-1) and
 // after it on tk. As one OR, the condition would defeat the index whenever the directions differ
 // (-role keeps its ties by id ascending); as separate ranges, each is one seek into an index.
-func pageReads(q store.UserQuery) ([]rangeRead, error) {
-	terms, err := orderTerms(q.Sort)
+func (d *dialect) pageReads(q store.UserQuery) ([]rangeRead, error) {
+	terms, err := orderTerms(q)
 	if err != nil {
 		return nil, err
 	}
 	if q.After == nil {
 		conditions, a := userFilter(q)
-		query := `SELECT ` + userColumns + ` FROM users` + where(conditions) + ` ORDER BY ` + orderBy(terms)
+		query := `SELECT ` + userColumns + d.from(q) + where(conditions) + ` ORDER BY ` + orderBy(terms)
 		return []rangeRead{{statement{query, a}, q.Offset}}, nil
 	}
 	reads := make([]rangeRead, 0, len(terms))
@@ -161,7 +176,7 @@ func pageReads(q store.UserQuery) ([]rangeRead, error) {
 		}
 		conditions = append(conditions, after.column+comparison+a.add(cursorValue(q.After, after.column)))
 		// The terms before k are constant in this range: the order is the rest.
-		query := `SELECT ` + userColumns + ` FROM users` + where(conditions) + ` ORDER BY ` + orderBy(terms[k:])
+		query := `SELECT ` + userColumns + d.from(q) + where(conditions) + ` ORDER BY ` + orderBy(terms[k:])
 		reads = append(reads, rangeRead{statement: statement{query, a}})
 	}
 	return reads, nil

@@ -35,6 +35,10 @@ var sqliteDialect = dialect{
 	},
 	// One row read instead of a scan of every user: triggers keep the counts (migration 0003). SQLite
 	// has one writer anyway, so the rows every write updates cost no concurrency.
+	// SQLite plans without statistics (usersd never runs ANALYZE), and then takes an equality on
+	// role for more selective than a range of name keys: role=editor&namePrefix=ada would read every
+	// editor. A search reads its matches, named here since the planner cannot weigh them.
+	nameSearchHint: ` INDEXED BY users_name_key_role`,
 	countUsers: func(role string) (string, []any) {
 		return `SELECT COALESCE((SELECT n FROM user_counts WHERE scope = $1), 0)`, []any{countScope(role)}
 	},

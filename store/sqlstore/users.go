@@ -45,7 +45,7 @@ func (s *Store) GetUser(ctx context.Context, id int32) (_ store.User, err error)
 // from one snapshot.
 func (s *Store) ListUsers(ctx context.Context, q store.UserQuery) (_ store.Page[store.User], err error) {
 	defer s.classify(&err)
-	reads, err := pageReads(q)
+	reads, err := s.dialect.pageReads(q)
 	if err != nil {
 		return store.Page[store.User]{}, err
 	}

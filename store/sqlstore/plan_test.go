@@ -1,0 +1,204 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"usersd/store"
+	"usersd/store/storetest"
+)
+
+// planUsers is how many users the plan tests fill in: enough that a planner weighing a scan against
+// an index prefers the index for a page, as it does at ten million (on a few rows, PostgreSQL rightly
+// reads the whole table). The roles are skewed like real data: one role holds most users.
+const planUsers = 20_000
+
+// planQueries are the list queries the API allows, in every shape the store builds: each sort in
+// both directions and a few combinations, with and without the role filter and the name search, on
+// the first page, on a cursor page and on a page number.
+func planQueries() []store.UserQuery {
+	sorts := [][]store.SortKey{nil}
+	for _, field := range []store.SortField{store.SortByID, store.SortByName, store.SortByRole, store.SortByCreatedAt} {
+		sorts = append(sorts, []store.SortKey{{Field: field}}, []store.SortKey{{Field: field, Descending: true}})
+	}
+	sorts = append(sorts,
+		[]store.SortKey{{Field: store.SortByRole}, {Field: store.SortByName, Descending: true}},
+		[]store.SortKey{{Field: store.SortByRole, Descending: true}, {Field: store.SortByCreatedAt}},
+	)
+	cursor := &store.UserCursor{ID: planUsers / 2, Name: "user 10000", Role: "viewer", CreatedAt: time.UnixMicro(planUsers / 2)}
+	var qs []store.UserQuery
+	for _, sort := range sorts {
+		for _, filter := range []store.UserQuery{{}, {Role: "editor"}, {NamePrefix: "user 12"}, {Role: "editor", NamePrefix: "user 12"}} {
+			for _, paging := range []store.UserQuery{{}, {After: cursor}, {Offset: 200}} {
+				q := filter
+				q.Sort, q.After, q.Offset, q.Limit = sort, paging.After, paging.Offset, 20
+				qs = append(qs, q)
+			}
+		}
+	}
+	return qs
+}
+
+func describeQuery(q store.UserQuery) string {
+	var sort []string
+	for _, k := range q.Sort {
+		sort = append(sort, map[bool]string{true: "-"}[k.Descending]+string(k.Field))
+	}
+	return fmt.Sprintf("sort=%s role=%q namePrefix=%q cursor=%v offset=%d", strings.Join(sort, ","), q.Role, q.NamePrefix, q.After != nil, q.Offset)
+}
+
+// planStatements are the statements ListUsers runs for q, as it runs them.
+func planStatements(t *testing.T, s *Store, q store.UserQuery) []statement {
+	t.Helper()
+	reads, err := s.dialect.pageReads(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	statements := []statement{s.dialect.countStatement(q)}
+	for _, r := range reads {
+		statements = append(statements, r.limited(q.Limit+1))
+	}
+	return statements
+}
+
+func TestSQLiteListQueriesSeekAnIndex(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "users.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Filled in one statement; the role mix is 5% admin, 20% editor, 60% viewer, 15% none.
+	if _, err := s.writer.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $1)
+		INSERT INTO users (name, name_key, role, created_at, updated_at)
+		SELECT 'user ' || i, 'USER ' || i,
+			CASE WHEN i % 20 = 0 THEN 'admin' WHEN i % 5 = 1 THEN 'editor' WHEN i % 20 IN (2, 3, 4) THEN '' ELSE 'viewer' END,
+			i, i FROM n`, planUsers); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range planQueries() {
+		for _, st := range planStatements(t, s, q) {
+			rows, err := s.reader.Query(`EXPLAIN QUERY PLAN `+st.query, st.args...)
+			details, err := rowsOf(rows, err, func(row scanner) (string, error) {
+				var id, parent, unused int
+				var detail string
+				return detail, row.Scan(&id, &parent, &unused, &detail)
+			})
+			if err != nil {
+				t.Fatalf("%s: explain %s: %v", describeQuery(q), st.query, err)
+			}
+			if why := sqlitePlanProblem(q, details); why != "" {
+				t.Errorf("%s\n%s\nplan %q: %s", describeQuery(q), st.query, details, why)
+			}
+		}
+	}
+}
+
+// sqlitePlanProblem says what is wrong with a plan of SQLite's EXPLAIN QUERY PLAN for q, or "".
+func sqlitePlanProblem(q store.UserQuery, details []string) string {
+	for _, d := range details {
+		switch {
+		case d == "SCAN users" && (q.Role != "" || q.NamePrefix != ""):
+			// Without a filter, this is a walk in id (rowid) order that the LIMIT stops.
+			return "reads the whole table and filters it"
+		case d == "USE TEMP B-TREE FOR ORDER BY" && q.NamePrefix == "":
+			return "sorts every match: no index is in the order of the sort"
+		case strings.HasPrefix(d, "SCAN users USING") && (q.Role != "" || q.NamePrefix != ""):
+			return "walks a whole index and filters it: the filter does not seek"
+		case strings.HasPrefix(d, "SEARCH users") && q.NamePrefix != "" && !strings.Contains(d, "name_key>?"):
+			return "a name search that does not seek its range of name keys"
+		}
+	}
+	return ""
+}
+
+func TestPostgresListQueriesSeekAnIndex(t *testing.T) {
+	s, err := Open(context.Background(), storetest.PostgresSchema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.writer.Exec(`INSERT INTO users (name, name_key, role, created_at, updated_at)
+		SELECT 'user ' || i, 'USER ' || i,
+			CASE WHEN i % 20 = 0 THEN 'admin' WHEN i % 5 = 1 THEN 'editor' WHEN i % 20 IN (2, 3, 4) THEN '' ELSE 'viewer' END,
+			i, i FROM generate_series(1, $1::int) AS i`, planUsers); err != nil {
+		t.Fatal(err)
+	}
+	// What autovacuum does soon after a bulk load; the plans of a live database are made with it.
+	if _, err := s.writer.Exec(`VACUUM ANALYZE users`); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range planQueries() {
+		for _, st := range planStatements(t, s, q) {
+			var plan []struct{ Plan pgPlanNode }
+			var raw []byte
+			if err := s.reader.QueryRow(`EXPLAIN (FORMAT JSON) `+st.query, st.args...).Scan(&raw); err != nil {
+				t.Fatalf("%s: explain %s: %v", describeQuery(q), st.query, err)
+			}
+			if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
+				t.Fatalf("EXPLAIN answered %s: %v", raw, err)
+			}
+			if why := postgresPlanProblem(q, plan[0].Plan, false); why != "" {
+				t.Errorf("%s\n%s\nplan %s: %s", describeQuery(q), st.query, raw, why)
+			}
+		}
+	}
+}
+
+// pgPlanNode is the part of a node of EXPLAIN (FORMAT JSON) that the check reads.
+type pgPlanNode struct {
+	NodeType string       `json:"Node Type"`
+	Relation string       `json:"Relation Name"`
+	Index    string       `json:"Index Name"`
+	Plans    []pgPlanNode `json:"Plans"`
+}
+
+// postgresPlanProblem says what is wrong with the plan rooted at n for q, or "". limited says whether
+// a Limit above n stops it early.
+func postgresPlanProblem(q store.UserQuery, n pgPlanNode, limited bool) string {
+	switch {
+	case n.NodeType == "Seq Scan" && n.Relation == "users":
+		return "reads the whole table"
+	case n.NodeType == "Sort" && q.NamePrefix == "":
+		return "sorts every match: no index is in the order of the sort"
+	case strings.HasPrefix(n.NodeType, "Bitmap Heap Scan") && n.Relation == "users" && q.NamePrefix == "":
+		return "reads the matches in no order"
+	case q.NamePrefix != "" && n.Relation == "users" && !strings.Contains(n.Index, "name_key") && !limited:
+		return "a name search that does not seek its range of name keys"
+	}
+	limited = limited || n.NodeType == "Limit"
+	for _, child := range n.Plans {
+		if why := postgresPlanProblem(q, child, limited); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+func TestPlanQueriesCoverEveryShape(t *testing.T) {
+	// The plan tests are only as good as their list of queries: it must hold every sort attribute
+	// in both directions with each filter and each kind of paging.
+	seen := map[string]bool{}
+	for _, q := range planQueries() {
+		seen[describeQuery(q)] = true
+	}
+	for _, field := range []string{"id", "name", "role", "createdAt"} {
+		for _, sort := range []string{field, "-" + field} {
+			for _, filter := range []string{`role="" namePrefix=""`, `role="editor" namePrefix=""`, `role="" namePrefix="user 12"`} {
+				for _, paging := range []string{"cursor=false offset=0", "cursor=true offset=0", "cursor=false offset=200"} {
+					if key := "sort=" + sort + " " + filter + " " + paging; !seen[key] {
+						t.Errorf("no plan query %s", key)
+					}
+				}
+			}
+		}
+	}
+	if !slices.ContainsFunc(planQueries(), func(q store.UserQuery) bool { return len(q.Sort) > 1 }) {
+		t.Error("no plan query sorts by several attributes")
+	}
+}
