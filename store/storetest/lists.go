@@ -1,4 +1,4 @@
-// Conformance cases for lists at scale (SPEC.md section 8): the name search and keyset paging.
+// Conformance cases for lists at scale (README, "Lists at scale"): the name search and keyset paging.
 package storetest
 
 import (
@@ -145,7 +145,7 @@ func sortKeys(expr string) []store.SortKey {
 	return keys
 }
 
-// expectedList is what q must list of users, computed here from SPEC.md section 3.1 and 8: exact role,
+// expectedList is what q must list of users, computed here from the README's rules: exact role,
 // case-insensitive name prefix, the sort keys in turn with names and roles compared byte-wise, and
 // ties by id ascending.
 func expectedList(users []store.User, q store.UserQuery) []store.User {
