@@ -1,7 +1,7 @@
 package handlers
 
-// A fuzz target for the collection-query parser (SPEC.md section 3.1), held to a model of the
-// contract: the seed data, filtered, sorted and paged by the test itself.
+// A fuzz target for the collection-query parser (the README's routes and "Lists at scale"), held to
+// a model of the contract: the seed data, filtered, sorted and paged by the test itself.
 
 import (
 	"cmp"
@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -27,20 +28,24 @@ import (
 // with a fuzzed raw query (one that a request line can carry). Besides the fixture's invariants, the
 // answer must be what the contract makes of the query:
 //   - a malformed query (bad escape, ';', unknown parameter, a page or limit that is not a positive
-//     int32, an unknown or repeated sort attribute) is 400;
-//   - otherwise 200, with exactly the model's page of items (role filter, sort with ties by id,
-//     default limit 20, limits above 100 lowered to 100), the true X-Total-Count, and a Link header
-//     with first and last, prev only after the first page and next only before the last, each
-//     keeping the request's other parameters.
+//     int32, an unknown or repeated sort attribute, a name prefix no name could have, a pagination
+//     other than keyset, page together with keyset paging) is 400;
+//   - otherwise 200, with exactly the model's page of items (role filter, name prefix ignoring case,
+//     sort with ties by id, default limit 20, limits above 100 lowered to 100), the true
+//     X-Total-Count, and a Link header: for page numbers first and last, prev only after the first
+//     page and next only before the last; for keyset paging first and, before the last page, next;
+//     each keeping the request's other parameters.
+//
+// A cursor is a token the model cannot read: past the rules above, what it answers is left open.
 func FuzzCollectionQuery(f *testing.F) {
 	fx := fzNewFixture(f, fzOptions{bulk: 150})
 	f.Fuzz(func(t *testing.T, posts bool, rawQuery string) {
 		fx.begin(t)
 		path := "/users"
-		allowed := []string{"role", "sort", "page", "limit"}
+		allowed := []string{"role", "sort", "namePrefix", "page", "limit", "pagination", "cursor"}
 		if posts {
 			path = "/users/" + strconv.Itoa(int(fzAda)) + "/posts"
-			allowed = []string{"page", "limit"}
+			allowed = []string{"page", "limit", "pagination", "cursor"}
 		}
 		res, ok := fx.serve(t, fzRequest{method: http.MethodGet, target: path + "?" + rawQuery})
 		if !ok {
@@ -81,6 +86,10 @@ func FuzzCollectionQuery(f *testing.F) {
 		if got := res.header.Get("X-Total-Count"); got != strconv.Itoa(int(total)) {
 			t.Fatalf("X-Total-Count %q, want %d:\n%s", got, total, res)
 		}
+		if q.keyset {
+			fzCheckKeysetLinks(t, res, path, q, total > q.limit)
+			return
+		}
 		fzCheckLinks(t, res, path, q, total)
 	})
 }
@@ -89,8 +98,10 @@ func FuzzCollectionQuery(f *testing.F) {
 type fzQuery struct {
 	values      url.Values
 	role        string
+	namePrefix  string
 	sort        []store.SortKey
 	page, limit int32
+	keyset      bool // the first page of keyset paging (pagination=keyset without a cursor)
 }
 
 var fzInteger = regexp.MustCompile(`^[+-]?[0-9]+$`)
@@ -116,7 +127,20 @@ func fzModelQuery(rawQuery string, allowed []string) (q *fzQuery, malformed stri
 			return nil, "" // text that is not UTF-8: malformed, or matching no role; both are fine
 		}
 	}
-	q = &fzQuery{values: values, role: values.Get("role"), page: 1, limit: 20}
+	q = &fzQuery{values: values, role: values.Get("role"), namePrefix: values.Get("namePrefix"), page: 1, limit: 20}
+	if n := utf8.RuneCountInString(q.namePrefix); n > 200 || strings.ContainsFunc(q.namePrefix, unicode.IsControl) {
+		return &fzQuery{}, fmt.Sprintf("namePrefix=%q is longer than a name or holds a control character", q.namePrefix)
+	}
+	switch values.Get("pagination") {
+	case "":
+	case "keyset":
+		q.keyset = true
+	default:
+		return &fzQuery{}, fmt.Sprintf("pagination=%q is not keyset", values.Get("pagination"))
+	}
+	if (q.keyset || values.Get("cursor") != "") && values.Get("page") != "" {
+		return &fzQuery{}, "page is given with keyset paging"
+	}
 	for name, n := range map[string]*int32{"page": &q.page, "limit": &q.limit} {
 		v := values.Get(name)
 		if v == "" {
@@ -129,6 +153,9 @@ func fzModelQuery(rawQuery string, allowed []string) (q *fzQuery, malformed stri
 		*n = int32(i)
 	}
 	q.limit = min(q.limit, 100)
+	if values.Get("cursor") != "" {
+		return nil, "" // a token the model cannot read: the rules above held, the rest is left open
+	}
 	if expr := values.Get("sort"); expr != "" {
 		seen := map[string]bool{}
 		for _, term := range strings.Split(expr, ",") {
@@ -148,7 +175,7 @@ func fzModelQuery(rawQuery string, allowed []string) (q *fzQuery, malformed stri
 func fzModelUsers(users []store.User, q *fzQuery) []int32 {
 	var matching []store.User
 	for _, u := range users {
-		if q.role == "" || u.Role == q.role {
+		if (q.role == "" || u.Role == q.role) && strings.HasPrefix(store.NameKey(u.Name), store.NameKey(q.namePrefix)) {
 			matching = append(matching, u)
 		}
 	}
@@ -297,4 +324,33 @@ func fzSameValues(a, b url.Values) bool {
 		}
 	}
 	return true
+}
+
+// fzCheckKeysetLinks checks the Link header of the first page of keyset paging: first (keyset, no
+// cursor) and, when more follow, next (with a cursor), each keeping the request's other parameters.
+func fzCheckKeysetLinks(t *testing.T, res *fzResponse, path string, q *fzQuery, more bool) {
+	t.Helper()
+	rels := map[string]bool{}
+	for _, link := range strings.Split(res.header.Get("Link"), ", ") {
+		m := fzLinkPattern.FindStringSubmatch(link)
+		if m == nil || (m[2] != "first" && m[2] != "next") || rels[m[2]] {
+			t.Fatalf("keyset Link element %q is not one first or next:\n%s", link, res)
+		}
+		rels[m[2]] = true
+		ref, err := url.Parse(m[1])
+		if err != nil || ref.IsAbs() || ref.Host != "" || ref.Path != path {
+			t.Fatalf("Link reference %q is not a relative reference to %s (%v):\n%s", m[1], path, err, res)
+		}
+		values := ref.Query()
+		if (m[2] == "next") != (values.Get("cursor") != "") || values.Get("pagination") != "keyset" {
+			t.Fatalf("Link %s reference %q: next carries a cursor and first none, both keyset:\n%s", m[2], m[1], res)
+		}
+		values.Del("cursor")
+		if !fzSameValues(values, q.values) {
+			t.Fatalf("Link reference %q does not keep the request's parameters %v:\n%s", m[1], q.values, res)
+		}
+	}
+	if !rels["first"] || rels["next"] != more {
+		t.Fatalf("keyset Link has %v, want first and next=%v:\n%s", rels, more, res)
+	}
 }
