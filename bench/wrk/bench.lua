@@ -4,6 +4,7 @@
 --   BENCH_PATH     the path; "{id}" in it (or in BENCH_BODY) is replaced by user ids 1..BENCH_IDS in turn
 --   BENCH_BODY     request body, sent with Content-Type: application/json
 --   BENCH_IDS      how many user ids to cycle through (default 0: the path and body as they are)
+--   BENCH_ID_STEP  the distance between those ids (default 1: ids 1..BENCH_IDS; n: n, 2n, ... BENCH_IDS*n)
 --   BENCH_API_KEY  sent as x-api-key when set
 --   BENCH_STATUS   "1" counts answers by status class (2xx, 4xx, 5xx, other), at some cost to wrk
 -- When it is done it prints one line that bench/run reads:
@@ -13,6 +14,7 @@ local method = os.getenv("BENCH_METHOD") or "GET"
 local path = os.getenv("BENCH_PATH") or "/"
 local body = os.getenv("BENCH_BODY")
 local ids = tonumber(os.getenv("BENCH_IDS") or "0")
+local step = tonumber(os.getenv("BENCH_ID_STEP") or "1")
 local key = os.getenv("BENCH_API_KEY")
 local count_status = os.getenv("BENCH_STATUS") == "1"
 
@@ -31,7 +33,7 @@ if ids > 0 then
   local requests, n = {}, 0
   function init(args)
     for id = 1, ids do
-      requests[id] = wrk.format(method, with_id(path, id), headers, with_id(body, id))
+      requests[id] = wrk.format(method, with_id(path, id * step), headers, with_id(body, id * step))
     end
   end
   function request()

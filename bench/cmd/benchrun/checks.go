@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,8 +27,6 @@ type jsonUser struct {
 	Role      string    `json:"role"`
 	CreatedAt time.Time `json:"createdAt"`
 }
-
-func wantUser(id int32) fixture.User { return fixture.All(int(id))[id-1] }
 
 func sameUser(got jsonUser, want fixture.User) error {
 	if got.ID != want.ID || got.Name != want.Name || got.Role != want.Role || !got.CreatedAt.Equal(want.CreatedAt) {
@@ -77,7 +76,7 @@ func checkJSONUser(method, url, body string, header http.Header) error {
 	if err := json.Unmarshal(answer, &got); err != nil {
 		return err
 	}
-	return sameUser(got, wantUser(42))
+	return sameUser(got, fixture.All(42)[41])
 }
 
 // checkGRPCUser: a grpc-go client's GetUser answers the user that the gRPC load asks for.
@@ -93,7 +92,7 @@ func checkGRPCUser(_ *runner, addr string) error {
 	if err := conn.Invoke(ctx, "/users.v1.Users/GetUser", &usersv1.GetUserRequest{Id: grpcUserID}, got); err != nil {
 		return err
 	}
-	return sameUser(jsonUser{ID: got.GetId(), Name: got.GetName(), Role: got.GetRole(), CreatedAt: got.GetCreatedAt().AsTime()}, wantUser(grpcUserID))
+	return sameUser(jsonUser{ID: got.GetId(), Name: got.GetName(), Role: got.GetRole(), CreatedAt: got.GetCreatedAt().AsTime()}, fixture.All(grpcUserID)[grpcUserID-1])
 }
 
 // checkUsersd: usersd answers its health check.
@@ -102,29 +101,131 @@ func checkUsersd(_ *runner, addr string) error {
 	return err
 }
 
-// checkTotal: the list query answers a full page and the exact X-Total-Count of the seeded file:
-// every user, or every user with role when role is set.
-func checkTotal(query, role string) func(*runner, string) error {
+// listWant is what a list query must answer: X-Total-Count, how many users on the page, and,
+// when known, their ids in order.
+type listWant struct {
+	total, items int
+	ids          []int32
+}
+
+// checkTotal: GET /users?query answers the exact X-Total-Count of the data set, the right number of
+// users and, when want knows them, the right users in the right order. "{cursor}" in query is the
+// page token that the scenario's prepare step found.
+func checkTotal(query string, want func(*runner, summaryOf) listWant) func(*runner, string) error {
 	return func(r *runner, addr string) error {
+		query := withCursor(query, r.cursor)
+		w := want(r, r.data())
 		res, body, err := fetch("GET", "http://"+addr+"/users?"+query, "", nil)
 		if err != nil {
 			return err
 		}
 		var page []jsonUser
 		if err := json.Unmarshal(body, &page); err != nil {
-			return err
+			return fmt.Errorf("GET /users?%s: %w", query, err)
 		}
-		if len(page) != 20 {
-			return fmt.Errorf("GET /users?%s: %d users, want a full page of 20", query, len(page))
+		if got := res.Header.Get("X-Total-Count"); got != strconv.Itoa(w.total) {
+			return fmt.Errorf("GET /users?%s: X-Total-Count %q, want %d", query, got, w.total)
 		}
-		summary := r.summaries[r.current.users]
-		want := summary.Users
-		if role != "" {
-			want = summary.Roles[role]
+		if len(page) != w.items {
+			return fmt.Errorf("GET /users?%s: %d users, want %d", query, len(page), w.items)
 		}
-		if got := res.Header.Get("X-Total-Count"); got != strconv.Itoa(want) {
-			return fmt.Errorf("GET /users?%s: X-Total-Count %q, want %d", query, got, want)
+		for i, id := range w.ids {
+			if page[i].ID != id {
+				return fmt.Errorf("GET /users?%s: user %d of the page is %d, want %d", query, i+1, page[i].ID, id)
+			}
 		}
 		return nil
+	}
+}
+
+// checkSpreadUser: GET /users/{id} answers the fixture's user id, the last (and most expensive to
+// find, for the fixture) that the load asks for.
+func checkSpreadUser(id int) func(*runner, string) error {
+	return func(r *runner, addr string) error {
+		_, answer, err := fetch("GET", "http://"+addr+"/users/"+strconv.Itoa(id), "", nil)
+		if err != nil {
+			return err
+		}
+		var got jsonUser
+		if err := json.Unmarshal(answer, &got); err != nil {
+			return err
+		}
+		return sameUser(got, r.user(int32(id)))
+	}
+}
+
+// listUsersPage is the Connect ListUsers answer, in JSON.
+type listUsersPage struct {
+	Users         []jsonUser `json:"users"`
+	TotalCount    int        `json:"totalCount"`
+	NextPageToken string     `json:"nextPageToken"`
+}
+
+// listUsersRPC calls ListUsers over the Connect protocol with a JSON body.
+func listUsersRPC(addr, body string) (listUsersPage, error) {
+	_, answer, err := fetch("POST", "http://"+addr+"/users.v1.Users/ListUsers", body, http.Header{"Content-Type": {"application/json"}})
+	if err != nil {
+		return listUsersPage{}, err
+	}
+	var page listUsersPage
+	if err := json.Unmarshal(answer, &page); err != nil {
+		return listUsersPage{}, fmt.Errorf("ListUsers %s: %w", body, err)
+	}
+	return page, nil
+}
+
+// prepareCursor finds a page token about halfway through the collection, newest first: the
+// next_page_token of page deepPage, read by number once (it costs what it skips), and the users of
+// the page after it, read by number too, which the cursor page must equal.
+func prepareCursor(r *runner, addr string) error {
+	p := deepPage(r.current.users)
+	at, err := listUsersRPC(addr, fmt.Sprintf(`{"sort":"-createdAt","page":%d,"limit":%d}`, p, pageSize))
+	if err != nil {
+		return err
+	}
+	next, err := listUsersRPC(addr, fmt.Sprintf(`{"sort":"-createdAt","page":%d,"limit":%d}`, p+1, pageSize))
+	if err != nil {
+		return err
+	}
+	if at.NextPageToken == "" || len(next.Users) != pageSize {
+		return fmt.Errorf("ListUsers page %d of %d users: no next_page_token (%q) or no full page after it (%d users)",
+			p, r.current.users, at.NextPageToken, len(next.Users))
+	}
+	r.cursor, r.cursorIDs = at.NextPageToken, nil
+	for _, u := range next.Users {
+		r.cursorIDs = append(r.cursorIDs, u.ID)
+	}
+	return nil
+}
+
+// checkCreatedTotal: after the creates, X-Total-Count equals the users in the database. Only
+// creates ran, so counts only grow: when two totals read before and after the count agree, the
+// count must equal them (a create that straggles in between changes the second total, and the
+// three are read again).
+func checkCreatedTotal(r *runner, addr, db string) error {
+	total := func() (int64, error) {
+		res, _, err := fetch("GET", "http://"+addr+"/users?limit=1", "", nil)
+		if err != nil {
+			return 0, err
+		}
+		return strconv.ParseInt(res.Header.Get("X-Total-Count"), 10, 64)
+	}
+	for attempt := 0; ; attempt++ {
+		before, err1 := total()
+		rows, err2 := r.countUsers(db)
+		after, err3 := total()
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return err
+		}
+		if before == after {
+			if rows != before {
+				return fmt.Errorf("X-Total-Count %d, but %d users in the database", before, rows)
+			}
+			return nil
+		}
+		if attempt == 10 {
+			return fmt.Errorf("X-Total-Count kept changing after the load (%d, then %d)", before, after)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

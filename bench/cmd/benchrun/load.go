@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,21 +64,28 @@ func seconds(d time.Duration) string {
 type wrkLoad struct {
 	conns  int
 	method string // GET when empty
-	path   string // "{id}" is replaced by ids 1..ids in turn
+	path   string // "{id}" is replaced by ids 1..ids in turn (times step); "{cursor}" by the run's page token
 	body   string // JSON; "{id}" as in path
 	ids    int
+	step   int // 0 or 1: ids 1, 2, 3...; n: ids n, 2n, 3n... spread over a large collection
 	// key sends the API key; countStatus counts answers by status class (2xx, 5xx...).
 	key, countStatus bool
 }
 
 func (w wrkLoad) describe() string { return fmt.Sprintf("wrk, HTTP/1.1, %d conns", w.conns) }
 
+// withCursor puts the run's page token into a path.
+func withCursor(path, cursor string) string {
+	return strings.ReplaceAll(path, "{cursor}", url.QueryEscape(cursor))
+}
+
 // benchLine is the line that bench.lua prints when wrk is done.
 var benchLine = regexp.MustCompile(`(?m)^BENCH (.*)$`)
 
 func (w wrkLoad) run(r *runner, addr string, d time.Duration, _ string) (result, error) {
 	env := []string{
-		"BENCH_METHOD=" + orDefault(w.method, "GET"), "BENCH_PATH=" + w.path, "BENCH_IDS=" + strconv.Itoa(w.ids),
+		"BENCH_METHOD=" + orDefault(w.method, "GET"), "BENCH_PATH=" + withCursor(w.path, r.cursor), "BENCH_IDS=" + strconv.Itoa(w.ids),
+		"BENCH_ID_STEP=" + strconv.Itoa(max(w.step, 1)),
 	}
 	if w.body != "" {
 		env = append(env, "BENCH_BODY="+w.body)

@@ -15,6 +15,7 @@ import (
 // info describes the run for the report's header.
 type info struct {
 	date, command, commit, cpu, kernel, goVersion, wrk, h2load string
+	postgres                                                   string // the server's version, when a scenario ran on it
 	cpus                                                       int
 	rounds                                                     int
 	duration, warmup, quietWait                                time.Duration
@@ -55,14 +56,14 @@ func machineInfo(r *runner, command, commit string) info {
 // writeTSV writes every run, one a line, for a later look at the spread.
 func writeTSV(path string, records []record) error {
 	var b strings.Builder
-	b.WriteString("round\tscenario\treq_per_s\tp50_us\tp99_us\tcpu_us_per_req\tpeak_rss_kib\trequests\terrors\tbad_status\tother_cpu0_pct\tclient_cpu_pct\tload1\tnote\terror\n")
+	b.WriteString("round\tscenario\treq_per_s\tp50_us\tp99_us\tcpu_us_per_req\tdb_cpu_us_per_req\tpeak_rss_kib\trequests\terrors\tbad_status\tother_cpu_pct\tclient_cpu_pct\tload1\twaited_s\tquiet\tattempts\tnote\terror\n")
 	for _, r := range records {
 		errText := ""
 		if r.err != nil {
 			errText = strings.Join(strings.Fields(r.err.Error()), " ")
 		}
-		fmt.Fprintf(&b, "%d\t%s\t%.1f\t%d\t%d\t%.2f\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%s\t%.1f\t%t\t%d\t%s\t%s\n",
-			r.round, r.scenario, r.res.rps, r.res.p50.Microseconds(), r.res.p99.Microseconds(), r.cpuPerReq, r.rssKiB,
+		fmt.Fprintf(&b, "%d\t%s\t%.1f\t%d\t%d\t%.2f\t%.2f\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%s\t%.1f\t%t\t%d\t%s\t%s\n",
+			r.round, r.scenario, r.res.rps, r.res.p50.Microseconds(), r.res.p99.Microseconds(), r.cpuPerReq, r.dbCPUPerReq, r.rssKiB,
 			r.res.requests, r.res.errors, r.res.badStatus, r.otherCPU, r.clientCPU, r.load1, r.waited.Seconds(), r.quiet, r.attempts, r.note, errText)
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
@@ -70,19 +71,26 @@ func writeTSV(path string, records []record) error {
 
 // summary is one scenario across its rounds.
 type summary struct {
-	sc                    scenario
-	runs, failed          int
-	rps, p50, p99, cpu    float64 // medians; latencies in µs
-	rssKiB                int64   // the highest peak of any round
-	rpsRounds             []float64
-	otherCPU, clientCPU   float64 // the highest of any round
-	errors, badStatus     int64
-	repeated, disturbed   int // runs repeated because of other work; kept runs still disturbed
-	notes                 []string
-	ratio                 float64
-	hasRatio, hasTarget   bool
-	met                   bool
-	compareLabel, errText string
+	sc                  scenario
+	runs, failed        int
+	rps, p50, p99, cpu  float64 // medians; latencies in µs
+	dbCPU               float64 // median PostgreSQL CPU µs/req
+	rssKiB              int64   // the highest peak of any round
+	rpsRounds           []float64
+	otherCPU, clientCPU float64 // the highest of any round
+	errors, badStatus   int64
+	repeated, disturbed int // runs repeated because of other work; kept runs still disturbed
+	notes               []string
+	ratios              []ratio
+	errText             string
+}
+
+// ratio is one comparison of a scenario's medians with another scenario's.
+type ratio struct {
+	comparison
+	value float64
+	met   bool
+	label string // "1.20x the p50 of list-sorted-1k"
 }
 
 func median(values []float64) float64 {
@@ -101,7 +109,7 @@ func summarize(todo []scenario, records []record, maxOther float64) map[string]*
 	out := map[string]*summary{}
 	for _, sc := range todo {
 		s := &summary{sc: sc}
-		var p50, p99, cpu []float64
+		var p50, p99, cpu, dbCPU []float64
 		for _, r := range records {
 			if r.scenario != sc.id {
 				continue
@@ -117,6 +125,7 @@ func summarize(todo []scenario, records []record, maxOther float64) map[string]*
 			p50 = append(p50, float64(r.res.p50.Microseconds()))
 			p99 = append(p99, float64(r.res.p99.Microseconds()))
 			cpu = append(cpu, r.cpuPerReq)
+			dbCPU = append(dbCPU, r.dbCPUPerReq)
 			s.rssKiB = max(s.rssKiB, r.rssKiB)
 			s.otherCPU, s.clientCPU = max(s.otherCPU, r.otherCPU), max(s.clientCPU, r.clientCPU)
 			if r.otherCPU > maxOther {
@@ -128,59 +137,71 @@ func summarize(todo []scenario, records []record, maxOther float64) map[string]*
 				s.notes = append(s.notes, r.note)
 			}
 		}
-		s.rps, s.p50, s.p99, s.cpu = median(s.rpsRounds), median(p50), median(p99), median(cpu)
+		s.rps, s.p50, s.p99, s.cpu, s.dbCPU = median(s.rpsRounds), median(p50), median(p99), median(cpu), median(dbCPU)
 		out[sc.id] = s
 	}
 	for _, s := range out {
-		base, ok := out[s.sc.compare]
-		if s.sc.compare == "" || !ok || len(s.rpsRounds) == 0 || len(base.rpsRounds) == 0 {
-			continue
-		}
-		s.hasRatio, s.hasTarget = true, s.sc.target > 0
-		if s.sc.byLatency {
-			s.ratio = s.p50 / base.p50
-			s.met = s.ratio <= s.sc.target
-			s.compareLabel = fmt.Sprintf("%.2fx the p50 of %s", s.ratio, base.sc.id)
-		} else {
-			s.ratio = s.rps / base.rps
-			s.met = s.ratio >= s.sc.target
-			s.compareLabel = fmt.Sprintf("%.2fx the req/s of %s", s.ratio, base.sc.id)
+		for _, c := range s.sc.compares {
+			base, ok := out[c.against]
+			if !ok || len(s.rpsRounds) == 0 || len(base.rpsRounds) == 0 {
+				continue
+			}
+			rt := ratio{comparison: c}
+			if c.byLatency {
+				rt.value = s.p50 / base.p50
+				rt.met = rt.value <= c.target
+				rt.label = fmt.Sprintf("%.2fx the p50 of %s", rt.value, base.sc.id)
+			} else {
+				rt.value = s.rps / base.rps
+				rt.met = rt.value >= c.target
+				rt.label = fmt.Sprintf("%.2fx the req/s of %s", rt.value, base.sc.id)
+			}
+			s.ratios = append(s.ratios, rt)
 		}
 	}
 	return out
 }
 
-// reportMarkdown is the report: the header, the table of medians, the targets, and every round.
-func reportMarkdown(i info, todo []scenario, records []record) string {
+// reportMarkdown is the report: the header, the table of medians, the targets, the data sets, and
+// every round.
+func reportMarkdown(i info, todo []scenario, records []record, data string) string {
 	sums := summarize(todo, records, i.maxOther)
 	var b strings.Builder
 	fmt.Fprintf(&b, "## usersd benchmark, %s\n\n", i.date)
 	fmt.Fprintf(&b, "- command: `%s`; commit %s\n", i.command, i.commit)
 	fmt.Fprintf(&b, "- machine: %d CPUs, %s, Linux %s; %s; %s; %s\n", i.cpus, i.cpu, i.kernel, i.goVersion, i.wrk, i.h2load)
+	if i.postgres != "" {
+		fmt.Fprintf(&b, "- PostgreSQL %s, on the same machine and not pinned: its processes run on either CPU, so \"DB CPU\" shows what they spent per request beside usersd's own\n", i.postgres)
+	}
 	fmt.Fprintf(&b, "- %d round(s), each scenario in turn; per run %s of warm-up, then %s measured; server on CPU 0, load generator on CPU 1\n",
 		i.rounds, i.warmup, i.duration)
 	fmt.Fprintf(&b, "- before each run: up to %s of waiting for both CPUs to be under %.0f%% busy; a run in which other processes took more than %.0f%% of either CPU is repeated, up to %d times\n\n",
 		i.quietWait, i.quietBusy, i.maxOther, i.retries)
 
-	b.WriteString("| Scenario | Load | req/s | p50 | p99 | CPU µs/req | Peak RSS | Compared with | Target |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---|---|\n")
+	b.WriteString("| Scenario | Load | req/s | p50 | p99 | CPU µs/req | DB CPU µs/req | Peak RSS | Compared with | Target |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, sc := range todo {
 		s := sums[sc.id]
 		if len(s.rpsRounds) == 0 {
-			fmt.Fprintf(&b, "| %s | %s | failed | | | | | | |\n", sc.label, sc.load.describe())
+			fmt.Fprintf(&b, "| %s | %s | failed | | | | | | | |\n", sc.label, sc.load.describe())
 			continue
 		}
-		target := ""
-		if s.hasTarget {
-			op := ">="
-			if sc.byLatency {
-				op = "<="
+		var compared, targets []string
+		for _, rt := range s.ratios {
+			compared = append(compared, rt.label)
+			if rt.target > 0 {
+				targets = append(targets, fmt.Sprintf("%s %.1fx: %s", targetOp(rt), rt.target, metWord(rt.met)))
+			} else {
+				targets = append(targets, "none")
 			}
-			target = fmt.Sprintf("%s %.1fx: %s", op, sc.target, metWord(s.met))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f | %.1f MiB | %s | %s |\n",
+		dbCPU := ""
+		if sc.backend == postgres {
+			dbCPU = fmt.Sprintf("%.1f", s.dbCPU)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f | %s | %.1f MiB | %s | %s |\n",
 			sc.label, sc.load.describe(), fmtCount(s.rps), fmtLatency(us(s.p50)), fmtLatency(us(s.p99)),
-			s.cpu, float64(s.rssKiB)/1024, s.compareLabel, target)
+			s.cpu, dbCPU, float64(s.rssKiB)/1024, strings.Join(compared, "; "), strings.Join(targets, "; "))
 	}
 
 	b.WriteString("\n### Targets\n\n")
@@ -188,11 +209,10 @@ func reportMarkdown(i info, todo []scenario, records []record) string {
 		s, ok := sums[id]
 		switch {
 		case !ok:
-			fmt.Fprintf(&b, "- %s: not measured in this run\n", text)
-		case !s.hasRatio:
+		case len(s.ratios) == 0:
 			fmt.Fprintf(&b, "- %s: no result (a run failed)\n", text)
 		default:
-			fmt.Fprintf(&b, "- %s: %.2fx, **%s**\n", text, s.ratio, metWord(s.met))
+			fmt.Fprintf(&b, "- %s: %.2fx, **%s**\n", text, s.ratios[0].value, metWord(s.ratios[0].met))
 		}
 	}
 	targetLine("rest-get", "REST GET /users/:id vs the net/http baseline (req/s), target >= 0.8x")
@@ -209,22 +229,52 @@ func reportMarkdown(i info, todo []scenario, records []record) string {
 		fmt.Fprintf(&b, "- peak RSS of usersd, the highest of every usersd run: %.1f MiB (in %s), target <= 64 MiB: **%s**\n",
 			float64(peak)/1024, peakAt, metWord(peak <= 64*1024))
 	}
-	targetLine("list-sorted-1m", "first page of GET /users?sort=-createdAt, p50 at 1,000,000 vs 1,000 users, with exact X-Total-Count (checked before and after each run), target <= 2x")
-	if s, ok := sums["list-role-1m"]; ok && s.hasRatio {
-		fmt.Fprintf(&b, "- (no target) GET /users?%s, p50 at 1,000,000 vs 1,000 users: %.2fx\n", roleQuery, s.ratio)
-	}
-	if s, ok := sums["rest-create"]; ok {
-		if len(s.rpsRounds) == 0 {
-			fmt.Fprintf(&b, "- POST /users, 64 clients: **failed**: %s\n", strings.Join(strings.Fields(s.errText), " "))
-		} else {
-			fmt.Fprintf(&b, "- POST /users, 64 clients: %s req/s (median); no 5xx and every acknowledged create found after SIGKILL in all %d run(s)",
-				fmtCount(s.rps), len(s.rpsRounds))
-			if s.failed > 0 {
-				fmt.Fprintf(&b, ", but %d run(s) **failed**: %s", s.failed, strings.Join(strings.Fields(s.errText), " "))
+	// The scale scenarios: each against itself at 1,000 users, and each cursor page against the first
+	// page at its size; every list's X-Total-Count and page are checked before and after each run.
+	for _, sc := range todo {
+		if sc.server != usersd || sc.id == "rest-get" || sc.id == "connect-get" || sc.id == "grpc-get" {
+			continue
+		}
+		s := sums[sc.id]
+		for _, c := range sc.compares {
+			var rt *ratio
+			for i := range s.ratios {
+				if s.ratios[i].against == c.against {
+					rt = &s.ratios[i]
+				}
 			}
-			b.WriteString("\n")
+			what := fmt.Sprintf("%s vs %s (p50)", sc.id, c.against)
+			switch {
+			case rt == nil && sums[c.against] == nil:
+				fmt.Fprintf(&b, "- %s: %s not measured in this run\n", what, c.against)
+			case rt == nil:
+				fmt.Fprintf(&b, "- %s: no result (a run failed)\n", what)
+			case c.target > 0:
+				fmt.Fprintf(&b, "- %s: %.2fx, target %s %.1fx: **%s**\n", what, rt.value, targetOp(*rt), c.target, metWord(rt.met))
+			default:
+				fmt.Fprintf(&b, "- %s: %.2fx (%s)\n", what, rt.value, c.note)
+			}
 		}
 	}
+	for _, sc := range todo {
+		s := sums[sc.id]
+		if !sc.creates {
+			continue
+		}
+		conns := sc.load.(wrkLoad).conns
+		if len(s.rpsRounds) == 0 {
+			fmt.Fprintf(&b, "- %s, POST /users, %d clients: **failed**: %s\n", sc.id, conns, strings.Join(strings.Fields(s.errText), " "))
+			continue
+		}
+		fmt.Fprintf(&b, "- %s, POST /users, %d clients, %s: %s req/s (median); exact X-Total-Count after the creates, no 5xx and every acknowledged create found after SIGKILL in all %d run(s)",
+			sc.id, conns, sc.backend.label(), fmtCount(s.rps), len(s.rpsRounds))
+		if s.failed > 0 {
+			fmt.Fprintf(&b, ", but %d run(s) **failed**: %s", s.failed, strings.Join(strings.Fields(s.errText), " "))
+		}
+		b.WriteString("\n")
+	}
+
+	b.WriteString(data)
 
 	b.WriteString("\n### Every round\n\n")
 	b.WriteString("| Scenario | req/s by round | errors | non-2xx | CPU taken by others (max) | load generator CPU (max) | runs repeated | kept runs still disturbed |\n")
@@ -250,6 +300,13 @@ func reportMarkdown(i info, todo []scenario, records []record) string {
 		}
 	}
 	return b.String()
+}
+
+func targetOp(rt ratio) string {
+	if rt.byLatency {
+		return "<="
+	}
+	return ">="
 }
 
 func metWord(met bool) string {

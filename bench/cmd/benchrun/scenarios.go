@@ -14,26 +14,54 @@ const (
 	baselineGRPC
 )
 
+// backend is the database usersd runs on.
+type backend string
+
+const (
+	sqlite   backend = "sqlite"
+	postgres backend = "postgres"
+)
+
+// label is how the report names the backend.
+func (b backend) label() string {
+	if b == postgres {
+		return "PostgreSQL"
+	}
+	return "SQLite"
+}
+
 // scenario is one row of the table: a server, the load put on it, and what it is compared with.
 type scenario struct {
 	id    string
 	label string // what the row says, in the table
-	// server is what runs pinned to CPU 0; users is the size of the data set it starts with (usersd
-	// gets a fresh copy of the seeded file for every run, the baselines hold 1,000 users in a map).
-	server serverKind
-	users  int
-	load   load
-	// check asks the server once, before any load, and fails the run if the answer is wrong, so that
-	// a fast server answering errors is never measured.
+	// server is what runs pinned to CPU 0; users is the size of the data set it starts with, on
+	// backend for usersd (the baselines hold 1,000 users in a map). Read-only usersd runs share the
+	// cached data set; write runs get a fresh copy.
+	server  serverKind
+	backend backend
+	users   int
+	load    load
+	// prepare, when set, runs once the server listens and before the first check: it asks the
+	// server for what the load needs (a page token deep in the collection) and keeps it in the runner.
+	prepare func(r *runner, addr string) error
+	// check asks the server once, before any load and again after it, and fails the run if the
+	// answer is wrong, so that a fast server answering errors is never measured.
 	check func(r *runner, addr string) error
-	// compare names the scenario this one is measured against, and how: the ratio of req/s medians
-	// (higher is better) or of p50 latency medians (lower is better), and the target for it.
-	compare   string
+	// compares are the scenarios this one is measured against.
+	compares []comparison
+	// creates marks a write scenario: its answers are counted by status; after the run the total
+	// that usersd reports must equal the users in the database, and after SIGKILL every user it
+	// acknowledged must be there.
+	creates bool
+}
+
+// comparison is a ratio of this scenario's medians to another's: of req/s (higher is better) or of
+// p50 latency (lower is better), with a target for it (0: none) and why when there is none.
+type comparison struct {
+	against   string
 	byLatency bool
 	target    float64
-	// creates marks the write scenario: its answers are counted by status, and after the run the
-	// process is killed (SIGKILL) and the file is checked for every user it acknowledged.
-	creates bool
+	note      string
 }
 
 const (
@@ -44,43 +72,57 @@ const (
 	grpcUserID = 42
 )
 
-// Query strings of the list scenarios: the newest users first, and a page of one role in the
-// default order (by id).
-const (
-	sortedQuery = "sort=-createdAt&limit=20"
-	roleName    = "editor"
-	rolePage    = 5
-)
-
-var roleQuery = fmt.Sprintf("role=%s&page=%d", url.QueryEscape(roleName), rolePage)
-
-// scenarios lists every scenario in the order each round runs them.
-func scenarios() []scenario {
+// protocolScenarios are the scenarios that compare usersd's protocols with the baselines, on 1,000
+// users in SQLite, and the durable write.
+func protocolScenarios() []scenario {
 	getByID := wrkLoad{conns: 64, path: "/users/{id}", ids: thousand}
-	list := func(query string) wrkLoad { return wrkLoad{conns: 16, path: "/users?" + query} }
 	grpc := h2loadLoad{conns: 16, streams: 16, path: "/users.v1.Users/GetUser", grpc: true}
 	return []scenario{
 		{id: "base-http", label: "baseline: net/http + encoding/json, GET /users/{id}", server: baselineHTTP, users: thousand,
 			load: getByID, check: checkRESTUser},
-		{id: "rest-get", label: "usersd REST GET /users/:id", server: usersd, users: thousand,
-			load: getByID, check: checkRESTUser, compare: "base-http", target: 0.8},
-		{id: "connect-get", label: "usersd Connect JSON GetUser (HTTP/1.1)", server: usersd, users: thousand,
+		{id: "rest-get", label: "usersd REST GET /users/:id", server: usersd, backend: sqlite, users: thousand,
+			load: getByID, check: checkRESTUser, compares: []comparison{{against: "base-http", target: 0.8}}},
+		{id: "connect-get", label: "usersd Connect JSON GetUser (HTTP/1.1)", server: usersd, backend: sqlite, users: thousand,
 			load:  wrkLoad{conns: 64, method: "POST", path: "/users.v1.Users/GetUser", body: `{"id":{id}}`, ids: thousand},
-			check: checkConnectUser, compare: "base-http", target: 0.6},
+			check: checkConnectUser, compares: []comparison{{against: "base-http", target: 0.6}}},
 		{id: "base-grpc", label: "baseline: grpc-go GetUser (h2c)", server: baselineGRPC, users: thousand,
 			load: grpc, check: checkGRPCUser},
-		{id: "grpc-get", label: "usersd gRPC GetUser (h2c)", server: usersd, users: thousand,
-			load: grpc, check: checkGRPCUser, compare: "base-grpc", target: 0.5},
-		{id: "rest-create", label: "usersd REST POST /users (with key)", server: usersd, users: thousand,
-			load:  wrkLoad{conns: 64, method: "POST", path: "/users", body: `{"name":"Bench User","role":"viewer"}`, key: true, countStatus: true},
-			check: checkUsersd, creates: true},
-		{id: "list-sorted-1k", label: "usersd GET /users?" + sortedQuery + ", 1k users", server: usersd, users: thousand,
-			load: list(sortedQuery), check: checkTotal(sortedQuery, "")},
-		{id: "list-role-1k", label: "usersd GET /users?" + roleQuery + ", 1k users", server: usersd, users: thousand,
-			load: list(roleQuery), check: checkTotal(roleQuery, roleName)},
-		{id: "list-sorted-1m", label: "usersd GET /users?" + sortedQuery + ", 1M users", server: usersd, users: million,
-			load: list(sortedQuery), check: checkTotal(sortedQuery, ""), compare: "list-sorted-1k", byLatency: true, target: 2},
-		{id: "list-role-1m", label: "usersd GET /users?" + roleQuery + ", 1M users", server: usersd, users: million,
-			load: list(roleQuery), check: checkTotal(roleQuery, roleName), compare: "list-role-1k", byLatency: true},
+		{id: "grpc-get", label: "usersd gRPC GetUser (h2c)", server: usersd, backend: sqlite, users: thousand,
+			load: grpc, check: checkGRPCUser, compares: []comparison{{against: "base-grpc", target: 0.5}}},
+		{id: "rest-create", label: "usersd REST POST /users (with key)", server: usersd, backend: sqlite, users: thousand,
+			load: createLoad(64), check: checkTotal("limit=1", wantOneOfAll),
+			creates: true},
 	}
+}
+
+// defaultScenarios are what bench/run runs without --sizes or --backends: the protocol scenarios and
+// the first-page and role lists on 1,000 users in SQLite, and with million the same lists on
+// 1,000,000.
+func defaultScenarios(million bool) []scenario {
+	todo := protocolScenarios()
+	sizes := []int{thousand}
+	if million {
+		sizes = append(sizes, 1_000_000)
+	}
+	for _, n := range sizes {
+		for _, sc := range scaleScenarios(n, sqlite) {
+			if sc.id == scaleID("list-sorted", n, sqlite) || sc.id == scaleID("list-role", n, sqlite) {
+				todo = append(todo, sc)
+			}
+		}
+	}
+	return todo
+}
+
+// roleQuery is the role filter's query: a page of one role in the default order (by id).
+const (
+	roleName = "editor"
+	rolePage = 5
+)
+
+var roleQuery = fmt.Sprintf("role=%s&page=%d", url.QueryEscape(roleName), rolePage)
+
+// createLoad is POST /users with the API key, counted by status.
+func createLoad(conns int) wrkLoad {
+	return wrkLoad{conns: conns, method: "POST", path: "/users", body: `{"name":"Bench User","role":"viewer"}`, key: true, countStatus: true}
 }

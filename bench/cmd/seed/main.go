@@ -1,11 +1,20 @@
-// Command seed writes the benchmark's users into a usersd SQLite file, fast enough for a million:
-// sqlstore.Open creates the schema exactly as usersd would, then the rows go in through
-// database/sql in large transactions. With -count it only prints how many users a file holds.
+// Command seed writes the benchmark's users (bench/internal/fixture) into a usersd database, fast
+// enough for ten million: sqlstore.Open creates the schema exactly as usersd would, then the rows go
+// in in bulk, with the users indexes dropped and made again afterwards and the kept counts written
+// once at the end. SQLite and PostgreSQL alike.
+//
+//	seed -users 1m -db FILE|URL       seed that SQLite file (new) or PostgreSQL database (no users yet)
+//	seed -users 10m -cache DIR        a SQLite file in the cache, seeded only if missing; prints its path
+//	seed -users 10m -postgres URL     the database usersd_bench_10m on that server, seeded only if
+//	                                  missing or made by other migrations; prints its URL
+//	seed -count -db FILE|URL          print how many users there are
+//
+// The cache is keyed by the size and a hash of the backend's migration files (-migrations), so a
+// schema change seeds again. -summary writes what the data holds (bench/internal/seeded.Result).
 package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,113 +23,134 @@ import (
 	"os"
 	"time"
 
-	_ "modernc.org/sqlite" // the driver usersd uses
-
 	"usersd/bench/internal/fixture"
-	"usersd/store/sqlstore"
+	"usersd/bench/internal/seeded"
 )
 
+// sizeFlag is a number of users given as 1000, 1k, 1m or 10m.
+type sizeFlag int
+
+func (s *sizeFlag) String() string { return seeded.SizeName(int(*s)) }
+func (s *sizeFlag) Set(v string) error {
+	n, err := seeded.ParseSize(v)
+	*s = sizeFlag(n)
+	return err
+}
+
 func main() {
-	db := flag.String("db", "", "SQLite file to create (must not exist)")
-	n := flag.Int("users", 1000, "number of users")
-	summaryPath := flag.String("summary", "", "write a JSON summary (users, per-role counts) here")
+	users := sizeFlag(1000)
+	flag.Var(&users, "users", "number of users: 1000, 1k, 1m, 10m...")
+	db := flag.String("db", "", "seed this new SQLite file or this PostgreSQL database (postgres://...)")
+	cache := flag.String("cache", "", "keep the seeded SQLite file in this folder and reuse it")
+	postgres := flag.String("postgres", "", "keep the seeded PostgreSQL database on this server (postgres://...) and reuse it")
+	migrations := flag.String("migrations", "", "usersd's store/sqlstore/migrations, whose hash keys the cache (default: found above the working folder)")
+	reseed := flag.Bool("reseed", false, "with -cache or -postgres: seed again even if the cache has the data")
+	summaryPath := flag.String("summary", "", "write a JSON summary (where the data is, users, per-role and search counts) here")
 	count := flag.Bool("count", false, "only print the number of users in -db")
 	flag.Parse()
-	if *db == "" {
-		log.Fatal("seed: -db is required")
-	}
+	log.SetFlags(0)
+	log.SetPrefix("seed: ")
+	ctx := context.Background()
+
 	if *count {
-		users, err := countUsers(*db)
-		if err != nil {
-			log.Fatalf("seed: %v", err)
+		if *db == "" {
+			log.Fatal("-count needs -db")
 		}
-		fmt.Println(users)
+		n, err := countUsers(ctx, *db)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(n)
 		return
 	}
+
+	given := 0
+	for _, v := range []string{*db, *cache, *postgres} {
+		if v != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		log.Fatal("give exactly one of -db, -cache and -postgres")
+	}
+	var res seeded.Result
+	var err error
 	start := time.Now()
-	summary, err := seed(context.Background(), *db, *n)
+	if *db != "" {
+		res.DB = *db
+		res.Summary, err = seedOnce(ctx, *db, int(users))
+		res.SeedSeconds = time.Since(start).Seconds()
+	} else {
+		backend := "sqlite"
+		if *postgres != "" {
+			backend = "postgres"
+		}
+		var key string
+		if key, err = schemaKey(*migrations, backend); err != nil {
+			log.Fatal(err)
+		}
+		if *cache != "" {
+			res, err = cachedSQLite(ctx, *cache, key, int(users), *reseed)
+		} else {
+			res, err = cachedPostgres(ctx, *postgres, key, int(users), *reseed)
+		}
+	}
 	if err != nil {
-		log.Fatalf("seed: %v", err)
+		log.Fatal(err)
 	}
 	if *summaryPath != "" {
-		out, _ := json.Marshal(summary)
+		out, _ := json.Marshal(res)
 		if err := os.WriteFile(*summaryPath, append(out, '\n'), 0o644); err != nil {
-			log.Fatalf("seed: %v", err)
+			log.Fatal(err)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "seed: %d users in %s (%.1fs)\n", *n, *db, time.Since(start).Seconds())
+	if res.Reused {
+		log.Printf("%d users in %s, from the cache (seeded in %.1fs)", res.Users, redact(res.DB), res.SeedSeconds)
+	} else {
+		log.Printf("%d users in %s (%.1fs)", res.Users, redact(res.DB), time.Since(start).Seconds())
+	}
+	if *db == "" {
+		fmt.Println(res.DB)
+	}
 }
 
-func seed(ctx context.Context, path string, n int) (fixture.Summary, error) {
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		return fixture.Summary{}, fmt.Errorf("%s exists already; the seeder only fills new files", path)
+// seedOnce fills db, a new SQLite file or a PostgreSQL database without users, with users 1..n.
+func seedOnce(ctx context.Context, db string, n int) (fixture.Summary, error) {
+	if seeded.IsPostgres(db) {
+		return seedPostgres(ctx, db, n)
 	}
-	// The schema, made by usersd's own code, so it is always the one usersd expects.
-	st, err := sqlstore.Open(ctx, path)
-	if err != nil {
-		return fixture.Summary{}, err
-	}
-	if err := st.Close(); err != nil {
-		return fixture.Summary{}, err
-	}
-
-	// One connection, no sync per commit: the file is a fixture, rebuilt if the machine crashes.
-	db, err := sql.Open("sqlite", path+"?_pragma=synchronous(OFF)&_pragma=foreign_keys(1)")
-	if err != nil {
-		return fixture.Summary{}, err
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-
-	summary := fixture.Summary{Users: n, Roles: map[string]int{}}
-	const batch = 50_000
-	var tx *sql.Tx
-	var insert *sql.Stmt
-	err = fixture.Each(n, func(u fixture.User) error {
-		if tx == nil {
-			if tx, err = db.BeginTx(ctx, nil); err != nil {
-				return err
-			}
-			// Columns as in store/sqlstore/migrations/sqlite: times are Unix microseconds (UTC).
-			if insert, err = tx.PrepareContext(ctx, `INSERT INTO users (id, name, role, created_at, updated_at, version) VALUES ($1, $2, $3, $4, $4, $5)`); err != nil {
-				return err
-			}
-		}
-		if _, err := insert.ExecContext(ctx, u.ID, u.Name, u.Role, u.CreatedAt.UnixMicro(), u.Version); err != nil {
-			return fmt.Errorf("insert user %d: %w", u.ID, err)
-		}
-		summary.Roles[u.Role]++
-		if int(u.ID)%batch == 0 || int(u.ID) == n {
-			insert.Close()
-			err := tx.Commit()
-			tx, insert = nil, nil
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		return fixture.Summary{}, err
-	}
-	// Everything into the main file, so that the file can be copied alone. No ANALYZE: usersd never
-	// runs it, so the query planner sees what it would see on a file usersd filled itself.
-	for _, stmt := range []string{`PRAGMA wal_checkpoint(TRUNCATE)`} {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fixture.Summary{}, fmt.Errorf("%s: %w", stmt, err)
-		}
-	}
-	return summary, nil
+	return seedSQLite(ctx, db, n)
 }
 
-func countUsers(path string) (int64, error) {
-	if _, err := os.Stat(path); err != nil {
-		return 0, err
+func countUsers(ctx context.Context, db string) (int64, error) {
+	if seeded.IsPostgres(db) {
+		return countPostgres(ctx, db)
 	}
-	db, err := sql.Open("sqlite", path+"?_pragma=query_only(1)")
-	if err != nil {
-		return 0, err
+	return countSQLite(db)
+}
+
+// checkCounts compares the counts that the database keeps (scope -> n, as in user_counts) with
+// what the fixture made: the seeder writes them itself, so it proves them exact.
+func checkCounts(kept map[string]int64, want fixture.Summary) error {
+	wantKept := map[string]int64{"all": int64(want.Users)}
+	for role, n := range want.Roles {
+		wantKept["role:"+role] = int64(n)
 	}
-	defer db.Close()
-	var users int64
-	err = db.QueryRow(`SELECT COUNT(*) FROM users`).Scan(&users)
-	return users, err
+	var errs []error
+	for scope, n := range wantKept {
+		if kept[scope] != n {
+			errs = append(errs, fmt.Errorf("user_counts %q: %d, want %d", scope, kept[scope], n))
+		}
+	}
+	for scope := range kept {
+		if _, ok := wantKept[scope]; !ok {
+			errs = append(errs, fmt.Errorf("user_counts has %q, which no user has", scope))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// phase logs how long a step of a seed took, for tuning the seeder.
+func phase(name string, start time.Time) {
+	log.Printf("  %-34s %7.1fs", name, time.Since(start).Seconds())
 }
