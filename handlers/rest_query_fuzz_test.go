@@ -4,7 +4,6 @@ package handlers
 // a model of the contract: the seed data, filtered, sorted and paged by the test itself.
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -22,6 +21,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/store"
+	"usersd/store/storetest"
 )
 
 // FuzzCollectionQuery sends GET /users?<query>, or GET /users/1/posts?<query> when posts is set,
@@ -170,37 +170,10 @@ func fzModelQuery(rawQuery string, allowed []string) (q *fzQuery, malformed stri
 	return q, ""
 }
 
-// fzModelUsers filters and sorts users as the contract says: exact role, the sort keys in order
-// (names and roles byte-wise), ties by id ascending.
+// fzModelUsers filters and sorts users as the contract says (storetest.ExpectedList: exact role,
+// name prefix ignoring case, the sort keys in order, names and roles byte-wise, ties by id).
 func fzModelUsers(users []store.User, q *fzQuery) []int32 {
-	var matching []store.User
-	for _, u := range users {
-		if (q.role == "" || u.Role == q.role) && strings.HasPrefix(store.NameKey(u.Name), store.NameKey(q.namePrefix)) {
-			matching = append(matching, u)
-		}
-	}
-	slices.SortFunc(matching, func(a, b store.User) int {
-		for _, k := range q.sort {
-			var c int
-			switch k.Field {
-			case store.SortByID:
-				c = cmp.Compare(a.ID, b.ID)
-			case store.SortByName:
-				c = strings.Compare(a.Name, b.Name)
-			case store.SortByRole:
-				c = strings.Compare(a.Role, b.Role)
-			case store.SortByCreatedAt:
-				c = a.CreatedAt.Compare(b.CreatedAt)
-			}
-			if k.Descending {
-				c = -c
-			}
-			if c != 0 {
-				return c
-			}
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
+	matching := storetest.ExpectedList(users, store.UserQuery{Role: q.role, NamePrefix: q.namePrefix, Sort: q.sort})
 	ids := make([]int32, len(matching))
 	for i, u := range matching {
 		ids[i] = u.ID

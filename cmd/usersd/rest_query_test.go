@@ -121,6 +121,13 @@ func TestRESTRejectsMalformedQueries(t *testing.T) {
 		{posts + "?page=0", "page"},
 		{posts + "?limit=x", "limit"},
 	}
+	wantBadRequests(t, s, cases)
+}
+
+// wantBadRequests GETs each case's path over every transport and wants 400 with a message that
+// names what is wrong.
+func wantBadRequests(t *testing.T, s *testServer, cases []struct{ path, wantInMessage string }) {
+	t.Helper()
 	for _, tr := range transports {
 		for _, c := range cases {
 			t.Run(tr.name+" "+c.path, func(t *testing.T) {

@@ -100,7 +100,7 @@ func testKeysetWalksEveryOrder(t *testing.T, s store.Store, clock *Clock) {
 			q := filter
 			q.Sort = keys
 			t.Run(fmt.Sprintf("sort=%s role=%s namePrefix=%s", sortExpr, q.Role, q.NamePrefix), func(t *testing.T) {
-				want := expectedList(all, q)
+				want := ExpectedList(all, q)
 				q.Limit = 1000
 				if byOffset := mustList(t, s, q).Items; !slices.Equal(ids(byOffset), ids(want)) {
 					t.Fatalf("by offset: %v, want %v", describe(byOffset), describe(want))
@@ -145,10 +145,11 @@ func sortKeys(expr string) []store.SortKey {
 	return keys
 }
 
-// expectedList is what q must list of users, computed here from the README's rules: exact role,
+// ExpectedList is what q must list of users, computed here from the README's rules (the model that
+// the conformance suite and the collection-query fuzzer hold the backends to): exact role,
 // case-insensitive name prefix, the sort keys in turn with names and roles compared byte-wise, and
 // ties by id ascending.
-func expectedList(users []store.User, q store.UserQuery) []store.User {
+func ExpectedList(users []store.User, q store.UserQuery) []store.User {
 	var out []store.User
 	for _, u := range users {
 		if (q.Role == "" || u.Role == q.Role) && strings.HasPrefix(store.NameKey(u.Name), store.NameKey(q.NamePrefix)) {
