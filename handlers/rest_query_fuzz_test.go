@@ -209,7 +209,7 @@ func fzDecodeList(t *testing.T, res *fzResponse, posts bool) []int32 {
 
 var fzLinkPattern = regexp.MustCompile(`^<([^<>]*)>; rel="(first|prev|next|last)"$`)
 
-// fzCheckLinks checks the Link header of a 200 list answer (RFC 8288, SPEC.md section 3.1).
+// fzCheckLinks checks the Link header of a 200 list answer (RFC 8288, the README's "The routes").
 func fzCheckLinks(t *testing.T, res *fzResponse, path string, q *fzQuery, total int32) {
 	t.Helper()
 	last := max(1, (total+q.limit-1)/q.limit)

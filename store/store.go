@@ -67,7 +67,7 @@ type NewPost struct {
 // SortField is an attribute that users can be sorted by.
 type SortField string
 
-// The sortable attributes, named as in the collection query of SPEC.md section 3.1.
+// The sortable attributes, named as in the collection query (the proto's ListUsersRequest.sort).
 const (
 	SortByID        SortField = "id"
 	SortByName      SortField = "name"

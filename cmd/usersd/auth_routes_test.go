@@ -31,7 +31,7 @@ const handlersSource = "../../handlers"
 // publicWriteRoutes are the routes with a method other than GET or HEAD that need no key, each with
 // the reason. Every other such route must be wrapped in protect and answer 401 without a valid key.
 var publicWriteRoutes = map[string]string{
-	"POST /echo": "SPEC.md section 4: it only answers with its body and changes nothing",
+	"POST /echo": "it only answers with its body and changes nothing (the README's routes table)",
 	"/":          "the catch-all of handlers.newRouteTable: it only answers a request that no route serves, 404 or 405",
 }
 
@@ -228,7 +228,7 @@ func TestNoWriteRouteWithoutAKey(t *testing.T) {
 				t.Errorf("publicWriteRoutes lists %q, which routes.go no longer registers", pattern)
 			}
 		}
-		// The parser must at least find the routes SPEC.md section 3 names; an empty list would
+		// The parser must at least find the routes the README's routes table names; an empty list would
 		// pass everything.
 		for _, want := range []string{"POST /users", "PUT /users/{id}", "PATCH /users/{id}", "DELETE /users/{id}", "POST /users/{id}/posts"} {
 			if !seen[want] {
@@ -296,7 +296,7 @@ func TestNoWriteRouteWithoutAKey(t *testing.T) {
 				}
 			}
 		}
-		if checked < 6 { // the five writes of SPEC.md section 3 and /private
+		if checked < 6 { // the five writes of the README's routes table and /private
 			t.Errorf("checked %d protected routes, want at least 6", checked)
 		}
 	})

@@ -164,7 +164,7 @@ func TestHostileInputs(t *testing.T) {
 		{name: "a path id of %00", send: h1(request{method: "GET", path: "/users/%00"}), status: 400},
 		{name: "a page of %00", send: h2(request{method: "GET", path: "/users?page=%00"}), status: 400},
 		// A role with a NUL can never be stored, so the filter matches nothing; the value is not
-		// one of the malformed ones SPEC.md 3.1 lists.
+		// one of the malformed ones the README's "The routes" lists.
 		{name: "a role filter of %00 matches nothing", send: h1(request{method: "GET", path: "/users?role=a%00b"}), status: 200, kind: hostileOK, check: emptyList},
 		{name: "a raw NUL byte in the request line", send: raw("GET /users/1\x00 HTTP/1.1\r\nHost: usersd\r\nConnection: close\r\n\r\n"), status: 400, kind: hostileBare},
 		{name: "a raw NUL byte in a header value", send: raw("GET /info HTTP/1.1\r\nHost: usersd\r\nX-A: a\x00b\r\nConnection: close\r\n\r\n"), status: 400, kind: hostileBare},

@@ -1,4 +1,4 @@
-// Conformance cases for idempotency records (SPEC.md section 7).
+// Conformance cases for idempotency records (the README's "Safe retries and concurrent edits").
 package storetest
 
 import (

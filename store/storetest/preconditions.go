@@ -1,4 +1,4 @@
-// Conformance cases for conditional writes (etags, SPEC.md section 7).
+// Conformance cases for conditional writes (etags; the README's "Safe retries and concurrent edits").
 package storetest
 
 import (

@@ -6,7 +6,7 @@ import type { User } from "./gen/users/v1/users_pb";
 
 type SortField = "id" | "name" | "role" | "createdAt";
 
-/** What the list shows: the collection query of SPEC.md section 3.1. */
+/** What the list shows: the collection query (the README's "The routes"). */
 const query = { role: "", sort: "id" as SortField, descending: false, page: 1, limit: 10 };
 /** Numbers each list load, so that an answer to a load that a newer one replaced is dropped. */
 let listLoads = 0;
