@@ -4,6 +4,7 @@ package handlers
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -95,23 +96,10 @@ func setListHeaders(w http.ResponseWriter, r *http.Request, q collectionQuery, p
 		setPagingHeaders(w, r, q, p.page, p.limit, total)
 		return
 	}
-	// Both links keep every other parameter; first drops the cursor and says keyset explicitly.
-	link := func(rel, cursor string) string {
-		values := url.Values{}
-		for k, v := range q.values {
-			values[k] = v
-		}
-		if cursor == "" {
-			values.Del("cursor")
-			values.Set("pagination", "keyset")
-		} else {
-			values.Set("cursor", cursor)
-		}
-		return fmt.Sprintf(`<%s?%s>; rel="%s"`, r.URL.Path, values.Encode(), rel)
-	}
-	links := []string{link("first", "")}
+	// first drops the cursor and says keyset explicitly; next carries the cursor.
+	links := []string{q.link(r, "first", func(v url.Values) { v.Del("cursor"); v.Set("pagination", "keyset") })}
 	if nextToken != "" {
-		links = append(links, link("next", nextToken))
+		links = append(links, q.link(r, "next", func(v url.Values) { v.Set("cursor", nextToken) }))
 	}
 	w.Header().Set("X-Total-Count", strconv.Itoa(int(total)))
 	w.Header().Set("Link", strings.Join(links, ", "))
@@ -123,12 +111,7 @@ func setPagingHeaders(w http.ResponseWriter, r *http.Request, q collectionQuery,
 	page, limit = effectivePaging(page, limit)
 	last := max(1, (total+limit-1)/limit)
 	link := func(n int32, rel string) string {
-		values := url.Values{}
-		for k, v := range q.values {
-			values[k] = v
-		}
-		values.Set("page", strconv.Itoa(int(n)))
-		return fmt.Sprintf(`<%s?%s>; rel="%s"`, r.URL.Path, values.Encode(), rel)
+		return q.link(r, rel, func(v url.Values) { v.Set("page", strconv.Itoa(int(n))) })
 	}
 	links := []string{link(1, "first")}
 	if page > 1 {
@@ -140,4 +123,12 @@ func setPagingHeaders(w http.ResponseWriter, r *http.Request, q collectionQuery,
 	links = append(links, link(last, "last"))
 	w.Header().Set("X-Total-Count", strconv.Itoa(int(total)))
 	w.Header().Set("Link", strings.Join(links, ", "))
+}
+
+// link is one element of a Link header: a relative reference to the request's path with the
+// request's parameters as edit leaves them, so that every link keeps what it does not change.
+func (q collectionQuery) link(r *http.Request, rel string, edit func(url.Values)) string {
+	values := maps.Clone(q.values)
+	edit(values)
+	return fmt.Sprintf(`<%s?%s>; rel="%s"`, r.URL.Path, values.Encode(), rel)
 }

@@ -47,16 +47,13 @@ func (u *Users) ListUsers(ctx context.Context, req *usersv1.ListUsersRequest) (*
 	if err := checkLine("namePrefix", req.GetNamePrefix(), maxNameLength); err != nil {
 		return nil, err
 	}
-	offset, limit, err := pageBounds(req.GetPage(), req.GetLimit())
+	offset, limit, err := pageBounds(req.GetPage(), req.GetLimit(), req.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
 	q := store.UserQuery{Role: req.GetRole(), NamePrefix: req.GetNamePrefix(), Sort: sort, Offset: offset, Limit: limit}
 	binding := usersBinding(q.Role, q.NamePrefix, sort, limit)
 	if req.GetPageToken() != "" {
-		if req.GetPage() != 0 {
-			return nil, invalidArgument("give page or page_token (cursor on REST), not both")
-		}
 		if q.After, err = userCursor(req.GetPageToken(), binding, sort); err != nil {
 			return nil, err
 		}
@@ -176,21 +173,18 @@ func (u *Users) ListUserPosts(ctx context.Context, req *usersv1.ListUserPostsReq
 	if err := checkID("user_id", req.GetUserId()); err != nil {
 		return nil, err
 	}
-	offset, limit, err := pageBounds(req.GetPage(), req.GetLimit())
+	offset, limit, err := pageBounds(req.GetPage(), req.GetLimit(), req.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
 	q := store.PostQuery{Offset: offset, Limit: limit}
 	binding := postsBinding(req.GetUserId(), limit)
 	if req.GetPageToken() != "" {
-		if req.GetPage() != 0 {
-			return nil, invalidArgument("give page or page_token (cursor on REST), not both")
-		}
 		t, err := decodePageToken(req.GetPageToken(), binding)
 		if err != nil {
 			return nil, err
 		}
-		q.Offset, q.AfterID = 0, t.ID
+		q.AfterID = t.ID
 	}
 	page, err := u.store.ListPosts(ctx, req.GetUserId(), q)
 	if err != nil {

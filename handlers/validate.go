@@ -71,9 +71,13 @@ func checkText(field, value string, maxLength int) error {
 }
 
 // pageBounds turns a page and limit (0 meaning the default) into an offset and an effective limit.
-func pageBounds(page, limit int32) (offset int64, effectiveLimit int, err error) {
+// A page token names the page itself, so it cannot come with a page number.
+func pageBounds(page, limit int32, pageToken string) (offset int64, effectiveLimit int, err error) {
 	if page < 0 {
 		return 0, 0, invalidArgument("page must be a positive integer, got %d", page)
+	}
+	if page != 0 && pageToken != "" {
+		return 0, 0, invalidArgument("give page or page_token (cursor on REST), not both")
 	}
 	if limit < 0 {
 		return 0, 0, invalidArgument("limit must be a positive integer, got %d", limit)

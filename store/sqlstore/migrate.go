@@ -146,13 +146,12 @@ func fillNameKeys(ctx context.Context, tx *sql.Tx) error {
 		// UPDATE users SET name_key = CASE id WHEN $1 THEN $2 ... END WHERE id IN ($1, ...): one
 		// statement per batch, in SQL that both backends take.
 		var cases, ids []string
-		var args []any
+		var a args
 		for _, u := range users {
-			id, key := placeholder(len(args)+1), placeholder(len(args)+2)
-			args = append(args, u.id, store.NameKey(u.name))
-			cases, ids = append(cases, "WHEN "+id+" THEN "+key), append(ids, id)
+			id := a.add(u.id)
+			cases, ids = append(cases, "WHEN "+id+" THEN "+a.add(store.NameKey(u.name))), append(ids, id)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE users SET name_key = CASE id `+strings.Join(cases, " ")+` END WHERE id IN (`+strings.Join(ids, ", ")+`)`, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET name_key = CASE id `+strings.Join(cases, " ")+` END WHERE id IN (`+strings.Join(ids, ", ")+`)`, a...); err != nil {
 			return fmt.Errorf("fill name keys: %w", err)
 		}
 	}
