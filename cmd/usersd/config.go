@@ -43,6 +43,15 @@ type serverLimits struct {
 	requestTimeout    time.Duration // the deadline of each request's work, store queries included
 	http2MaxStreams   int64         // concurrent streams per HTTP/2 connection
 	http2MaxFrameSize int64         // largest HTTP/2 frame the server reads
+	// http2WriteByteTimeout closes an HTTP/2 connection that has had something to send and sent
+	// nothing for this long: a client that stops reading would otherwise hold its streams'
+	// goroutines and buffers for as long as it stays connected, since WriteTimeout only ends
+	// streams and cannot interrupt the connection's blocked writer.
+	http2WriteByteTimeout time.Duration
+	// http2PingTimeout is how long a connection may send nothing before the server pings it, and
+	// how long the ping may go unanswered before the connection is closed: it finds peers that
+	// vanished without closing.
+	http2PingTimeout time.Duration
 }
 
 // settings declares flags whose defaults come from environment variables, and collects the errors
@@ -103,6 +112,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	s.duration(&l.requestTimeout, "request-timeout", "USERS_REQUEST_TIMEOUT", 10*time.Second, "deadline of each request's work, store queries included")
 	s.int64(&l.http2MaxStreams, "http2-max-streams", "USERS_HTTP2_MAX_STREAMS", 250, "concurrent streams per HTTP/2 connection")
 	s.int64(&l.http2MaxFrameSize, "http2-max-frame-size", "USERS_HTTP2_MAX_FRAME_SIZE", 1<<20, "largest HTTP/2 frame read, 16384 to 16777215")
+	s.duration(&l.http2WriteByteTimeout, "http2-write-byte-timeout", "USERS_HTTP2_WRITE_BYTE_TIMEOUT", 10*time.Second, "how long an HTTP/2 connection may take no bytes of an answer before it is closed")
+	s.duration(&l.http2PingTimeout, "http2-ping-timeout", "USERS_HTTP2_PING_TIMEOUT", 30*time.Second, "silence on an HTTP/2 connection after which it is pinged, and the wait for the answer")
 	s.string(&cfg.debugAddr, "debug-addr", "USERS_DEBUG_ADDR", "", "address of a separate listener for Go's profiler (/debug/pprof/); keep it on loopback; empty means off")
 	if len(s.errs) > 0 {
 		return config{}, errors.Join(s.errs...)
@@ -139,6 +150,7 @@ func (cfg config) check() error {
 	}{
 		{"shutdown-grace", cfg.shutdownGrace}, {"read-header-timeout", l.readHeaderTimeout}, {"read-timeout", l.readTimeout},
 		{"write-timeout", l.writeTimeout}, {"idle-timeout", l.idleTimeout}, {"request-timeout", l.requestTimeout},
+		{"http2-write-byte-timeout", l.http2WriteByteTimeout}, {"http2-ping-timeout", l.http2PingTimeout},
 	} {
 		if c.value <= 0 {
 			errs = append(errs, fmt.Errorf("-%s must be positive, got %s", c.name, c.value))

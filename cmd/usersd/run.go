@@ -130,6 +130,9 @@ func newServer(handler http.Handler, limits serverLimits, logger *slog.Logger) *
 		HTTP2: &http.HTTP2Config{
 			MaxConcurrentStreams: int(limits.http2MaxStreams),
 			MaxReadFrameSize:     int(limits.http2MaxFrameSize),
+			WriteByteTimeout:     limits.http2WriteByteTimeout,
+			SendPingTimeout:      limits.http2PingTimeout,
+			PingTimeout:          limits.http2PingTimeout,
 		},
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}

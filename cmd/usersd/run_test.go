@@ -127,23 +127,28 @@ func TestServerLimitSettings(t *testing.T) {
 	want := serverLimits{
 		readHeaderTimeout: 5 * time.Second, readTimeout: 30 * time.Second, writeTimeout: 30 * time.Second,
 		idleTimeout: 2 * time.Minute, maxHeaderBytes: 64 << 10, requestTimeout: 10 * time.Second,
-		http2MaxStreams: 250, http2MaxFrameSize: 1 << 20,
+		http2MaxStreams: 250, http2MaxFrameSize: 1 << 20, http2WriteByteTimeout: 10 * time.Second, http2PingTimeout: 30 * time.Second,
 	}
 	if defaults.limits != want || defaults.drainDelay != 0 || defaults.corsOrigins != nil {
 		t.Fatalf("defaults: %+v, drain %s, cors %q; want %+v, 0s, none", defaults.limits, defaults.drainDelay, defaults.corsOrigins, want)
 	}
-	env := map[string]string{"USERS_READ_TIMEOUT": "7s", "USERS_HTTP2_MAX_STREAMS": "8", "USERS_CORS_ORIGINS": " https://a.example ,https://b.example,"}
-	cfg, err := parseConfig([]string{"-request-timeout", "3s", "-drain-delay", "1s"}, func(k string) string { return env[k] }, io.Discard)
+	env := map[string]string{
+		"USERS_READ_TIMEOUT": "7s", "USERS_HTTP2_MAX_STREAMS": "8", "USERS_HTTP2_PING_TIMEOUT": "4s",
+		"USERS_CORS_ORIGINS": " https://a.example ,https://b.example,",
+	}
+	cfg, err := parseConfig([]string{"-request-timeout", "3s", "-drain-delay", "1s", "-http2-write-byte-timeout", "2s"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.limits.readTimeout != 7*time.Second || cfg.limits.http2MaxStreams != 8 || cfg.limits.requestTimeout != 3*time.Second ||
+		cfg.limits.http2PingTimeout != 4*time.Second || cfg.limits.http2WriteByteTimeout != 2*time.Second ||
 		cfg.drainDelay != time.Second || len(cfg.corsOrigins) != 2 || cfg.corsOrigins[0] != "https://a.example" {
 		t.Fatalf("from variables and flags: %+v", cfg)
 	}
 	for _, bad := range [][]string{
 		{"-http2-max-frame-size", "1000"}, {"-http2-max-frame-size", "16777216"}, {"-request-timeout", "0s"},
 		{"-drain-delay", "-1s"}, {"-max-header-bytes", "0"}, {"-read-header-timeout", "-5s"},
+		{"-http2-write-byte-timeout", "0s"}, {"-http2-ping-timeout", "-1s"},
 	} {
 		if _, err := parseConfig(bad, none, io.Discard); err == nil {
 			t.Errorf("parseConfig(%q) accepted a setting that cannot work", bad)
