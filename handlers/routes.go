@@ -40,6 +40,7 @@ func addRoutes(mux router, d deps) error {
 	rpcOptions := []connect.HandlerOption{
 		connect.WithCodec(jsonCodecs[0]), connect.WithCodec(jsonCodecs[1]),
 		connect.WithReadMaxBytes(int(d.MaxBodyBytes)),
+		withBoundedGzip(d.MaxBodyBytes),
 		// gRPC clients offer gzip on every call; compressing a user of a few hundred bytes costs more
 		// CPU than the bytes it saves, so only answers of a page or more are compressed.
 		connect.WithCompressMinBytes(compressMinBytes),
