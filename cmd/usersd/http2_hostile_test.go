@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"strings"
@@ -117,4 +119,69 @@ func TestHTTP2ClientThatNeverReadsIsCutOff(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestRapidResetsOnListsAreNotFaults opens thousands of list requests on one HTTP/2 connection and
+// resets each right after its HEADERS, so that many are cancelled inside their read transaction.
+// A cancelled read is the client's doing: none may be answered (or logged) as a 500, and none may
+// log at ERROR. On SQLite the driver reports the cancellation as "interrupted" or as a transaction
+// already rolled back, which once went out as internal errors.
+func TestRapidResetsOnListsAreNotFaults(t *testing.T) {
+	s := startServer(t)
+	user := idOf(t, s.createUser(t, "poster", "editor"))
+	for i := range 30 {
+		s.createUser(t, fmt.Sprint("user ", i), "viewer")
+		resp := s.do(t, http1Client, request{method: "POST", path: fmt.Sprintf("/users/%d/posts", user), header: map[string]string{"Content-Type": "application/json"}, body: fmt.Sprintf(`{"title":"post %d"}`, i), key: true})
+		if resp.status != http.StatusCreated {
+			t.Fatalf("create post: %d %s", resp.status, resp.body)
+		}
+	}
+	c := dialRawH2C(t, s.baseURL)
+	go io.Copy(io.Discard, c.conn) // read and drop whatever the server still sends
+	const resets = 6000
+	paths := []string{fmt.Sprintf("/users/%d/posts?limit=100", user), "/users?limit=100&sort=-createdAt", "/users?role=viewer&limit=100"}
+	for i := range resets {
+		id := c.get(t, paths[i%len(paths)])
+		if err := c.framer.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The connection still works: a last request on a fresh connection is answered.
+	if resp := s.do(t, h2cClient, request{method: "GET", path: "/users?limit=1"}); resp.status != http.StatusOK {
+		t.Fatalf("after the resets: %d %s", resp.status, resp.body)
+	}
+	time.Sleep(500 * time.Millisecond) // let the last cancelled handlers log
+	if errs := s.logs.entries(map[string]any{"level": "ERROR"}); len(errs) > 0 {
+		t.Fatalf("%d ERROR lines after %d resets, the first: %v", len(errs), resets, errs[0])
+	}
+	if faults := s.logs.entries(map[string]any{"status": float64(500)}); len(faults) > 0 {
+		t.Fatalf("%d requests answered 500 after %d resets, the first: %v", len(faults), resets, faults[0])
+	}
+	cancelled := len(s.logs.entries(map[string]any{"status": float64(499)}))
+	t.Logf("%d of %d reset requests were cancelled in the handler (499); the rest finished or never started", cancelled, resets)
+}
+
+// TestReadsThatOutliveTheirDeadlineAre504 gives each request a deadline so short that many lists
+// reach it inside their read transaction, and expects every answer to be 200 or 504: the driver's
+// words for a statement cut short by the deadline are not a fault of the service.
+func TestReadsThatOutliveTheirDeadlineAre504(t *testing.T) {
+	dbPath := t.TempDir() + "/users.db"
+	seeder := startServerOn(t, dbPath, nil)
+	for i := range 100 {
+		seeder.createUser(t, fmt.Sprint("user ", i), "viewer")
+	}
+	seeder.stop()
+	s := startServerOn(t, dbPath, map[string]string{"USERS_REQUEST_TIMEOUT": "300us"})
+	answers := map[int]int{}
+	for i := 0; i < 3000 && answers[http.StatusGatewayTimeout] < 20; i++ {
+		resp := s.do(t, http1Client, request{method: "GET", path: "/users?limit=100&role=viewer&sort=-name"})
+		answers[resp.status]++
+		if resp.status != http.StatusOK && resp.status != http.StatusGatewayTimeout {
+			t.Fatalf("a list past its deadline answered %d %s; want 200 or 504", resp.status, resp.body)
+		}
+	}
+	if answers[http.StatusGatewayTimeout] == 0 {
+		t.Fatalf("no list of 3,000 reached its 300 µs deadline (%v), so nothing was tested", answers)
+	}
+	t.Logf("answers: %v", answers)
 }

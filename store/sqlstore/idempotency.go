@@ -17,7 +17,7 @@ import (
 // one statement that either takes the key or does not, so two replicas (or two requests) racing for
 // the same key cannot both take it.
 func (s *Store) BeginRequest(ctx context.Context, key store.RequestKey, hash []byte) (_ store.Reservation, _ *store.Answer, err error) {
-	defer s.classify(&err)
+	defer s.classify(ctx, &err)
 	// Each round either takes the key or finds a record that holds it; a record can vanish between
 	// the two (abandoned, swept) or be taken over by another request, hence a few rounds.
 	for range 3 {
@@ -75,7 +75,7 @@ func (s *Store) BeginRequest(ctx context.Context, key store.RequestKey, hash []b
 
 // AbandonRequest deletes the reservation if this request still holds it.
 func (s *Store) AbandonRequest(ctx context.Context, r store.Reservation) (err error) {
-	defer s.classify(&err)
+	defer s.classify(ctx, &err)
 	_, err = s.writer.ExecContext(ctx,
 		`DELETE FROM idempotency_keys WHERE caller = $1 AND key = $2 AND token = $3 AND status IS NULL`,
 		r.Caller, r.Key, r.Token)
@@ -84,7 +84,7 @@ func (s *Store) AbandonRequest(ctx context.Context, r store.Reservation) (err er
 
 // DeleteExpiredRequests deletes up to limit records that started more than RequestTTL ago.
 func (s *Store) DeleteExpiredRequests(ctx context.Context, limit int) (_ int, err error) {
-	defer s.classify(&err)
+	defer s.classify(ctx, &err)
 	cutoff := micros(s.now().Add(-store.RequestTTL))
 	res, err := s.writer.ExecContext(ctx,
 		`DELETE FROM idempotency_keys WHERE (caller, key) IN

@@ -24,7 +24,7 @@ func scanPost(row scanner) (store.Post, error) {
 
 // ListPosts returns one page of the user's posts by id ascending, and how many the user has.
 func (s *Store) ListPosts(ctx context.Context, userID int32, q store.PostQuery) (_ store.Page[store.Post], err error) {
-	defer s.classify(&err)
+	defer s.classify(ctx, &err)
 	var page store.Page[store.Post]
 	err = s.inReadTx(ctx, func(tx *sql.Tx) error {
 		var exists bool
@@ -56,7 +56,7 @@ func (s *Store) ListPosts(ctx context.Context, userID int32, q store.PostQuery) 
 // foreign key), so that a concurrent delete of the user cannot leave an orphan; done, if any,
 // completes in the same transaction.
 func (s *Store) CreatePost(ctx context.Context, userID int32, np store.NewPost, done *store.Completion[store.Post]) (_ store.Post, err error) {
-	defer s.classify(&err)
+	defer s.classify(ctx, &err)
 	var p store.Post
 	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
 		row := tx.QueryRowContext(ctx,

@@ -90,13 +90,19 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // classify marks an error that means the database cannot be reached right now with
-// store.ErrUnavailable, so that the client is told to retry rather than shown a fault. Every method
-// that talks to the database defers it on its error.
-func (s *Store) classify(err *error) {
+// store.ErrUnavailable, so that the client is told to retry rather than shown a fault, and an error
+// of a request that ended (the client left, or its deadline passed) with the context's error.
+// Every method that talks to the database defers it on its error.
+func (s *Store) classify(ctx context.Context, err *error) {
 	switch {
 	case *err == nil, errors.Is(*err, store.ErrUnavailable):
 	case errors.Is(*err, context.Canceled), errors.Is(*err, context.DeadlineExceeded):
-		// The request ended (the client left, or its deadline passed), not the database.
+		// The error says already that the request ended.
+	case ctx.Err() != nil:
+		// The request ended while a statement ran. Drivers say so in their own words (SQLite
+		// "interrupted (9)", database/sql "transaction has already been committed or rolled back"
+		// when the context rolled it back), which would read as a fault of the service.
+		*err = fmt.Errorf("%w: %w", ctx.Err(), *err)
 	case s.dialect.unavailable(*err):
 		*err = fmt.Errorf("%w: %w", store.ErrUnavailable, *err)
 	}

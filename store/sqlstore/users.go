@@ -36,7 +36,7 @@ func userResult(row *sql.Row, id int32) (store.User, error) {
 
 // GetUser returns the user with the given id.
 func (s *Store) GetUser(ctx context.Context, id int32) (_ store.User, err error) {
-	defer s.classify(&err)
+	defer s.classify(ctx, &err)
 	row := s.reader.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id)
 	return userResult(row, id)
 }
@@ -44,7 +44,7 @@ func (s *Store) GetUser(ctx context.Context, id int32) (_ store.User, err error)
 // ListUsers returns one page of the users that q selects and how many it selects in all, both read
 // from one snapshot.
 func (s *Store) ListUsers(ctx context.Context, q store.UserQuery) (_ store.Page[store.User], err error) {
-	defer s.classify(&err)
+	defer s.classify(ctx, &err)
 	reads, err := s.dialect.pageReads(q)
 	if err != nil {
 		return store.Page[store.User]{}, err
@@ -79,7 +79,7 @@ func (s *Store) ListUsers(ctx context.Context, q store.UserQuery) (_ store.Page[
 
 // CreateUser stores a new user with version 1 and completes done, if any, in the same transaction.
 func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Completion[store.User]) (_ store.User, err error) {
-	defer s.classify(&err)
+	defer s.classify(ctx, &err)
 	var u store.User
 	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.now())
@@ -98,7 +98,7 @@ func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Co
 // UpdateUser sets the fields that changes names in one statement, so that two concurrent updates of
 // different fields both take effect, and so that the version check and the write are one step.
 func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChanges, ifVersion store.IfVersion) (_ store.User, err error) {
-	defer s.classify(&err)
+	defer s.classify(ctx, &err)
 	var nameKey *string
 	if changes.Name != nil {
 		key := store.NameKey(*changes.Name)
@@ -122,7 +122,7 @@ func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChan
 
 // DeleteUser deletes the user; the schema's ON DELETE CASCADE deletes the user's posts with it.
 func (s *Store) DeleteUser(ctx context.Context, id int32, ifVersion store.IfVersion) (err error) {
-	defer s.classify(&err)
+	defer s.classify(ctx, &err)
 	condition, conditionArgs := versionCondition(ifVersion, 2)
 	res, err := s.writer.ExecContext(ctx, `DELETE FROM users WHERE id = $1`+condition, append([]any{id}, conditionArgs...)...)
 	if err != nil {
