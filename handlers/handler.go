@@ -80,6 +80,7 @@ func New(cfg Config) (*Service, error) {
 	var h http.Handler = withCleanPaths(errs, routes.serving)
 	h = withConnectGETChecks(errs, h)
 	h = withBodyLimit(cfg.MaxBodyBytes, h)
+	h = withChunkedRequestsClosing(h)
 	h = withRecover(cfg.Logger, errs, h)
 	h = withSecurityHeaders(h)
 	h = withCORS(cfg.CORSOrigins, h)
