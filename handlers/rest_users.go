@@ -81,7 +81,11 @@ func replaceUserREST(users *Users, errs *errorWriter) http.Handler {
 		if err := decodeBody(r, user); err != nil {
 			return err
 		}
-		res, err := users.ReplaceUser(r.Context(), &usersv1.ReplaceUserRequest{Id: id, User: user, Etag: ifMatch(r)})
+		condition, err := writeCondition(r.Context(), users, r, id)
+		if err != nil {
+			return err
+		}
+		res, err := users.ReplaceUser(r.Context(), &usersv1.ReplaceUserRequest{Id: id, User: user, Etag: condition})
 		if err != nil {
 			return err
 		}
@@ -103,7 +107,11 @@ func updateUserREST(users *Users, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		res, err := users.UpdateUser(r.Context(), &usersv1.UpdateUserRequest{Id: id, User: user, UpdateMask: mask, Etag: ifMatch(r)})
+		condition, err := writeCondition(r.Context(), users, r, id)
+		if err != nil {
+			return err
+		}
+		res, err := users.UpdateUser(r.Context(), &usersv1.UpdateUserRequest{Id: id, User: user, UpdateMask: mask, Etag: condition})
 		if err != nil {
 			return err
 		}
@@ -117,7 +125,11 @@ func deleteUserREST(users *Users, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		if _, err := users.DeleteUser(r.Context(), &usersv1.DeleteUserRequest{Id: id, Etag: ifMatch(r)}); err != nil {
+		condition, err := writeCondition(r.Context(), users, r, id)
+		if err != nil {
+			return err
+		}
+		if _, err := users.DeleteUser(r.Context(), &usersv1.DeleteUserRequest{Id: id, Etag: condition}); err != nil {
 			return err
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -129,12 +141,6 @@ func deleteUserREST(users *Users, errs *errorWriter) http.Handler {
 func writeUser(w http.ResponseWriter, status int, user *usersv1.User) error {
 	w.Header().Set("ETag", user.GetEtag())
 	return writeMessage(w, status, user)
-}
-
-// ifMatch returns the request's If-Match value, its header lines joined into one list, which is what
-// the RPCs take in their etag field.
-func ifMatch(r *http.Request) string {
-	return strings.Join(r.Header.Values("If-Match"), ", ")
 }
 
 // setReplayed marks an answer that repeats the kept answer of an idempotency key.

@@ -59,8 +59,9 @@ func TestRESTConditionalReads(t *testing.T) {
 	}
 }
 
-// TestRESTConditionalWrites checks If-Match on PUT, PATCH and DELETE: a stale tag is 412 and
-// changes nothing; the current tag, "*" or a list that holds it lets the write through.
+// TestRESTConditionalWrites checks If-Match on PUT, PATCH and DELETE: a stale tag, or an If-Match
+// sent empty, is 412 and changes nothing; the current tag, "*" or a list that holds it lets the
+// write through.
 func TestRESTConditionalWrites(t *testing.T) {
 	writes := []struct {
 		method string
@@ -101,6 +102,8 @@ func TestRESTConditionalWrites(t *testing.T) {
 					{`1`, 400},                // not an entity tag
 					{`"2`, 400},               // unterminated
 					{`*, "2"`, 400},           // "*" stands alone
+					{``, 412},                 // sent empty: a list of no tags, which no etag matches
+					{` , `, 412},              // only empty elements: the same
 				}
 				for _, c := range refused {
 					res := send(c.ifMatch)
@@ -212,4 +215,66 @@ func TestRESTLostUpdatesAreRefused(t *testing.T) {
 		t.Errorf("final user %v, want the last successful write %v", final, last)
 	}
 	t.Logf("%d of %d writers won, one per etag generation; the others got 412", len(winners), clients)
+}
+
+// TestRESTWritesHonourIfNoneMatch checks If-None-Match on PUT, PATCH and DELETE (RFC 9110 section
+// 13.1.2): "*" or the current tag (weak or strong) is 412 and changes nothing, since the user exists
+// as the client said it must not; another tag lets the write through; If-Match is evaluated first.
+func TestRESTWritesHonourIfNoneMatch(t *testing.T) {
+	writes := []struct {
+		method, contentType, body string
+		status                    int
+	}{
+		{"PUT", "application/json", `{"name":"replaced","role":"r"}`, 200},
+		{"PATCH", "application/merge-patch+json", `{"role":"patched"}`, 200},
+		{"DELETE", "", "", 204},
+	}
+	for _, tr := range transports {
+		for _, write := range writes {
+			t.Run(tr.name+"/"+write.method, func(t *testing.T) {
+				s := startServer(t)
+				created := s.createUser(t, "original", "")
+				id, current := idOf(t, created), fmt.Sprint(created["etag"])
+				path := fmt.Sprintf("/users/%d", id)
+				send := func(path string, conditions map[string]string) response {
+					header := map[string]string{}
+					if write.contentType != "" {
+						header["Content-Type"] = write.contentType
+					}
+					for k, v := range conditions {
+						header[k] = v
+					}
+					return s.do(t, tr.client, request{method: write.method, path: path, header: header, body: write.body, key: true})
+				}
+				before := snapshot(t, s, id)
+				for _, c := range []struct {
+					conditions map[string]string
+					status     int
+				}{
+					{map[string]string{"If-None-Match": "*"}, 412},
+					{map[string]string{"If-None-Match": current}, 412},
+					{map[string]string{"If-None-Match": `"9", W/` + current}, 412}, // weak comparison
+					{map[string]string{"If-Match": current, "If-None-Match": current}, 412},
+					{map[string]string{"If-Match": `"9"`, "If-None-Match": `"8"`}, 412}, // If-Match first
+					{map[string]string{"If-None-Match": `1`}, 400},
+				} {
+					res := send(path, c.conditions)
+					if res.status != c.status {
+						t.Errorf("%v: %d %s, want %d", c.conditions, res.status, res.body, c.status)
+						continue
+					}
+					res.errorMessage(t)
+				}
+				if after := snapshot(t, s, id); after != before {
+					t.Fatalf("refused writes changed the store:\nbefore %s\nafter  %s", before, after)
+				}
+				if res := send("/users/999999", map[string]string{"If-None-Match": "*"}); res.status != http.StatusNotFound {
+					t.Errorf("If-None-Match * on a missing user: %d %s, want 404", res.status, res.body)
+				}
+				if res := send(path, map[string]string{"If-Match": current, "If-None-Match": `"9"`}); res.status != write.status {
+					t.Fatalf("If-None-Match with another tag: %d %s, want %d", res.status, res.body, write.status)
+				}
+			})
+		}
+	}
 }

@@ -1,0 +1,77 @@
+// The preconditions of REST writes (RFC 9110 section 13): If-Match and If-None-Match on PUT, PATCH
+// and DELETE of a user, turned into the one etag condition that the RPCs take.
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	usersv1 "usersd/gen/users/v1"
+)
+
+// writeCondition returns the etag condition of a REST write of user id. If-Match alone is passed on
+// as it is, and the store checks it in the write statement itself. Otherwise, when the request has
+// If-None-Match, or an If-Match header with no tags in it, the user is read first: a missing user is
+// 404 whatever the condition; If-Match is evaluated first, then If-None-Match; a failed condition is
+// 412. A passed one becomes If-Match on the etag just read, so that the write happens only if the
+// user is still as checked (a write in between is answered 412, and the client reads again).
+func writeCondition(ctx context.Context, users *Users, r *http.Request, id int32) (string, error) {
+	ifMatch, hasIfMatch := headerList(r, "If-Match")
+	ifNoneMatch, hasIfNoneMatch := headerList(r, "If-None-Match")
+	if !hasIfNoneMatch && (!hasIfMatch || ifMatch != "") {
+		return ifMatch, nil
+	}
+	for _, list := range []string{ifMatch, ifNoneMatch} {
+		if _, _, err := parseEntityTags(list); list != "" && err != nil {
+			return "", err // 400, before the user is read
+		}
+	}
+	user, err := users.GetUser(ctx, &usersv1.GetUserRequest{Id: id})
+	if err != nil {
+		return "", err
+	}
+	current := user.GetEtag()
+	if hasIfMatch && !matches(ifMatch, current, false) {
+		return "", newHTTPError(http.StatusPreconditionFailed, connect.CodeFailedPrecondition,
+			"If-Match does not match the user's etag %s; read the user again", current)
+	}
+	if hasIfNoneMatch && matches(ifNoneMatch, current, true) {
+		return "", newHTTPError(http.StatusPreconditionFailed, connect.CodeFailedPrecondition,
+			"If-None-Match matches the user's etag %s", current)
+	}
+	return current, nil
+}
+
+// headerList returns a header's lines joined into one list ("" when it holds only empty elements),
+// and whether the header was sent at all: an If-Match sent empty is a list of no tags, which no
+// etag matches, not an absent condition.
+func headerList(r *http.Request, name string) (list string, present bool) {
+	lines := r.Header.Values(name)
+	list = strings.Join(lines, ", ")
+	if strings.Trim(list, " \t,") == "" {
+		list = ""
+	}
+	return list, lines != nil
+}
+
+// matches reports whether the entity tag list holds current: "*" holds any, an empty list none.
+// If-Match compares strongly (a weak tag matches nothing); If-None-Match weakly, so that W/"3"
+// matches "3" (RFC 9110 section 8.8.3.2). The list has been parsed once already.
+func matches(list, current string, weak bool) bool {
+	if list == "" {
+		return false
+	}
+	tags, wildcard, _ := parseEntityTags(list)
+	if wildcard {
+		return true
+	}
+	for _, tag := range tags {
+		if (weak || !tag.weak) && `"`+tag.opaque+`"` == current {
+			return true
+		}
+	}
+	return false
+}
