@@ -17,6 +17,11 @@ import (
 // one statement that either takes the key or does not, so two replicas (or two requests) racing for
 // the same key cannot both take it.
 func (s *Store) BeginRequest(ctx context.Context, key store.RequestKey, hash []byte) (_ store.Reservation, _ *store.Answer, err error) {
+	if err := s.refuseWrite(); err != nil {
+		return store.Reservation{}, nil, err
+	}
+	// classify, not classifyWrite: a reservation is not acknowledged to anyone. The create that
+	// completes it looks at the file after writing, and its failure gives the key back.
 	defer s.classify(ctx, &err)
 	// Each round either takes the key or finds a record that holds it; a record can vanish between
 	// the two (abandoned, swept) or be taken over by another request, hence a few rounds.
@@ -75,7 +80,9 @@ func (s *Store) BeginRequest(ctx context.Context, key store.RequestKey, hash []b
 
 // AbandonRequest deletes the reservation if this request still holds it.
 func (s *Store) AbandonRequest(ctx context.Context, r store.Reservation) (err error) {
-	defer s.classify(ctx, &err)
+	// Not refused when the SQLite file is lost: the release only makes that file truer, should
+	// the operator bring it back, where the key would otherwise read as in progress for a lease.
+	defer s.classifyWrite(ctx, &err)
 	_, err = s.writer.ExecContext(ctx,
 		`DELETE FROM idempotency_keys WHERE caller = $1 AND key = $2 AND token = $3 AND status IS NULL`,
 		r.Caller, r.Key, r.Token)
@@ -84,7 +91,10 @@ func (s *Store) AbandonRequest(ctx context.Context, r store.Reservation) (err er
 
 // DeleteExpiredRequests deletes up to limit records that started more than RequestTTL ago.
 func (s *Store) DeleteExpiredRequests(ctx context.Context, limit int) (_ int, err error) {
-	defer s.classify(ctx, &err)
+	if err := s.refuseWrite(); err != nil {
+		return 0, err
+	}
+	defer s.classifyWrite(ctx, &err)
 	cutoff := micros(s.now().Add(-store.RequestTTL))
 	res, err := s.writer.ExecContext(ctx,
 		`DELETE FROM idempotency_keys WHERE (caller, key) IN

@@ -56,7 +56,10 @@ func (s *Store) ListPosts(ctx context.Context, userID int32, q store.PostQuery) 
 // foreign key), so that a concurrent delete of the user cannot leave an orphan; done, if any,
 // completes in the same transaction.
 func (s *Store) CreatePost(ctx context.Context, userID int32, np store.NewPost, done *store.Completion[store.Post]) (_ store.Post, err error) {
-	defer s.classify(ctx, &err)
+	if err := s.refuseWrite(); err != nil {
+		return store.Post{}, err
+	}
+	defer s.classifyWrite(ctx, &err)
 	var p store.Post
 	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
 		row := tx.QueryRowContext(ctx,

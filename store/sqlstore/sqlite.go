@@ -95,11 +95,24 @@ func openSQLite(path string) (reader, writer *sql.DB, err error) {
 		return nil, nil, fmt.Errorf("create folder for %s: %w", path, err)
 	}
 
+	// Created here, empty (which SQLite takes for an empty database), so that no connection needs to
+	// create it: they open it with mode=rw, and one opened after the file was deleted fails instead
+	// of starting an empty database at its path.
+	created, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create SQLite file: %w", err)
+	}
+	created.Close()
+
 	writerSettings := cloneValues(sqliteSettings)
 	// BEGIN IMMEDIATE takes the write lock at the start of a transaction, so a transaction that
 	// reads before it writes can never fail to upgrade its lock.
 	writerSettings.Set("_txlock", "immediate")
-	writer, err = sql.Open("sqlite", path+"?"+writerSettings.Encode())
+	writerDSN, err := sqliteURI(path, writerSettings)
+	if err != nil {
+		return nil, nil, err
+	}
+	writer, err = sql.Open("sqlite", writerDSN)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -109,7 +122,12 @@ func openSQLite(path string) (reader, writer *sql.DB, err error) {
 
 	readerSettings := cloneValues(sqliteSettings)
 	readerSettings.Set("_query_only", "1")
-	reader, err = sql.Open("sqlite", path+"?"+readerSettings.Encode())
+	readerDSN, err := sqliteURI(path, readerSettings)
+	if err != nil {
+		writer.Close()
+		return nil, nil, err
+	}
+	reader, err = sql.Open("sqlite", readerDSN)
 	if err != nil {
 		writer.Close()
 		return nil, nil, err
@@ -124,7 +142,49 @@ func openSQLite(path string) (reader, writer *sql.DB, err error) {
 		reader.Close()
 		return nil, nil, fmt.Errorf("open SQLite file %s: %w", path, err)
 	}
+	if err := openAll(reader, readers); err != nil {
+		writer.Close()
+		reader.Close()
+		return nil, nil, fmt.Errorf("open SQLite readers on %s: %w", path, err)
+	}
 	return reader, writer, nil
+}
+
+// openAll opens the pool's n connections now, where they stay (no lifetime, n kept idle), so that
+// every connection is on the file that was at the path at start. A connection opened later, on a
+// file that replaced it, would share the old file's write-ahead log and, taking itself for the
+// last connection of its file when it closed, copy the old log into the new file.
+func openAll(db *sql.DB, n int) error {
+	conns := make([]*sql.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close() // back to the pool
+		}
+	}()
+	for range n {
+		c, err := db.Conn(context.Background())
+		if err != nil {
+			return err
+		}
+		if err := c.PingContext(context.Background()); err != nil {
+			return err
+		}
+		conns = append(conns, c)
+	}
+	return nil
+}
+
+// sqliteURI names the file at path as a SQLite URI that opens it read-write and never creates it
+// (mode=rw), with the driver's settings: the driver hands a "file:" name to SQLite whole, so that
+// SQLite applies mode, and still reads its own underscore settings from it.
+func sqliteURI(path string, settings url.Values) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("SQLite path %q: %w", path, err)
+	}
+	query := cloneValues(settings)
+	query.Set("mode", "rw")
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: query.Encode()}).String(), nil
 }
 
 func cloneValues(v url.Values) url.Values {

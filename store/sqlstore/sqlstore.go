@@ -28,6 +28,8 @@ type Store struct {
 	// folded is closed when it has ended.
 	stopFolding context.CancelFunc
 	folded      chan struct{}
+	// file watches the SQLite file under the connections; nil where there is none to watch.
+	file *fileGuard
 }
 
 var _ store.Store = (*Store)(nil)
@@ -67,6 +69,16 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("migrate %s: %w", s.dialect.name, err)
 	}
+	if s.dialect == &sqliteDialect && dsn != ":memory:" {
+		// After the migrations, so that the write-ahead log exists; it lasts as long as a
+		// connection is open, and the writer's always is.
+		guard, err := newFileGuard(func() error { return emptyLog(s.writer) }, dsn, dsn+"-wal")
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.file = guard
+	}
 	if s.dialect.foldCounts != nil {
 		var folding context.Context
 		folding, s.stopFolding = context.WithCancel(context.WithoutCancel(ctx))
@@ -81,8 +93,11 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 // process.
 func (s *Store) Shared() bool { return s.dialect == &postgresDialect }
 
-// Ping reports whether the database answers.
+// Ping reports whether the database answers, and on SQLite whether its file is still the one open.
 func (s *Store) Ping(ctx context.Context) error {
+	if err := s.file.check(); err != nil {
+		return err
+	}
 	if err := s.reader.PingContext(ctx); err != nil {
 		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 	}
@@ -92,8 +107,43 @@ func (s *Store) Ping(ctx context.Context) error {
 // classify marks an error that means the database cannot be reached right now with
 // store.ErrUnavailable, so that the client is told to retry rather than shown a fault, and an error
 // of a request that ended (the client left, or its deadline passed) with the context's error.
-// Every method that talks to the database defers it on its error.
+// Every method that reads defers it on its error; every method that writes defers classifyWrite.
 func (s *Store) classify(ctx context.Context, err *error) {
+	// A read that failed may have failed because the SQLite file went (a new connection cannot
+	// open it), so it looks at the file; one that worked takes the last finding, which is free.
+	if *err != nil {
+		s.failIfLost(err, s.file.check())
+	} else {
+		s.failIfLost(err, s.file.lastFinding())
+	}
+	s.classifyError(ctx, err)
+}
+
+// classifyWrite is classify for a method that writes. It looks at the SQLite file after the write:
+// a write that went into a file no longer at its path would be lost at restart, so it must not be
+// acknowledged. (Such a write is in the lost file, answered unavailable, and a client that retries
+// with its idempotency key cannot get it twice.) A method that writes first calls refuseWrite
+// (all but AbandonRequest, which says why).
+func (s *Store) classifyWrite(ctx context.Context, err *error) {
+	s.failIfLost(err, s.file.check())
+	s.classifyError(ctx, err)
+}
+
+// refuseWrite returns an error if the SQLite file is known to be lost, so that a write does not
+// even start into it; it is the last finding, which costs nothing.
+func (s *Store) refuseWrite() error { return s.file.lastFinding() }
+
+func (s *Store) failIfLost(err *error, lost error) {
+	switch {
+	case lost == nil:
+	case *err == nil:
+		*err = lost
+	default:
+		*err = fmt.Errorf("%w (the statement said: %w)", lost, *err)
+	}
+}
+
+func (s *Store) classifyError(ctx context.Context, err *error) {
 	switch {
 	case *err == nil, errors.Is(*err, store.ErrUnavailable):
 	case errors.Is(*err, context.Canceled), errors.Is(*err, context.DeadlineExceeded):

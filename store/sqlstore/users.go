@@ -79,7 +79,10 @@ func (s *Store) ListUsers(ctx context.Context, q store.UserQuery) (_ store.Page[
 
 // CreateUser stores a new user with version 1 and completes done, if any, in the same transaction.
 func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Completion[store.User]) (_ store.User, err error) {
-	defer s.classify(ctx, &err)
+	if err := s.refuseWrite(); err != nil {
+		return store.User{}, err
+	}
+	defer s.classifyWrite(ctx, &err)
 	var u store.User
 	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.now())
@@ -98,7 +101,10 @@ func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Co
 // UpdateUser sets the fields that changes names in one statement, so that two concurrent updates of
 // different fields both take effect, and so that the version check and the write are one step.
 func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChanges, ifVersion store.IfVersion) (_ store.User, err error) {
-	defer s.classify(ctx, &err)
+	if err := s.refuseWrite(); err != nil {
+		return store.User{}, err
+	}
+	defer s.classifyWrite(ctx, &err)
 	var nameKey *string
 	if changes.Name != nil {
 		key := store.NameKey(*changes.Name)
@@ -122,7 +128,10 @@ func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChan
 
 // DeleteUser deletes the user; the schema's ON DELETE CASCADE deletes the user's posts with it.
 func (s *Store) DeleteUser(ctx context.Context, id int32, ifVersion store.IfVersion) (err error) {
-	defer s.classify(ctx, &err)
+	if err := s.refuseWrite(); err != nil {
+		return err
+	}
+	defer s.classifyWrite(ctx, &err)
 	condition, conditionArgs := versionCondition(ifVersion, 2)
 	res, err := s.writer.ExecContext(ctx, `DELETE FROM users WHERE id = $1`+condition, append([]any{id}, conditionArgs...)...)
 	if err != nil {
