@@ -25,10 +25,11 @@ var (
 // sniffing (a JSON error cannot be run as a script), the policy above, and no Referer sent on.
 // gRPC answers go without them: browsers cannot speak gRPC (they use gRPC-Web or Connect, which get
 // the headers), and HPACK-encoding some 300 bytes of headers on every call was a tenth of a gRPC
-// call's CPU.
-func withSecurityHeaders(next http.Handler) http.Handler {
+// call's CPU. An answer is a gRPC answer only when a gRPC request reaches an RPC path: the content
+// type is the client's to choose, and on any other route it must not take the headers away.
+func withSecurityHeaders(errs *errorWriter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isGRPC(r) {
+		if isGRPC(r) && errs.underRPCPath(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -120,11 +120,14 @@ type errorWriter struct {
 // isRPC reports whether r is addressed to an RPC service: it is under a mounted service's path, or
 // it speaks gRPC or gRPC-Web (content types REST never uses), or it says it speaks Connect.
 func (ew *errorWriter) isRPC(r *http.Request) bool {
-	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") || r.Header.Get("Connect-Protocol-Version") != "" {
-		return true
-	}
+	return strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") || r.Header.Get("Connect-Protocol-Version") != "" ||
+		ew.underRPCPath(r.URL.Path)
+}
+
+// underRPCPath reports whether path is under a mounted RPC service's path.
+func (ew *errorWriter) underRPCPath(path string) bool {
 	for _, prefix := range ew.rpcPrefixes {
-		if strings.HasPrefix(r.URL.Path, prefix) {
+		if strings.HasPrefix(path, prefix) {
 			return true
 		}
 	}

@@ -82,7 +82,7 @@ func New(cfg Config) (*Service, error) {
 	h = withBodyLimit(cfg.MaxBodyBytes, h)
 	h = withChunkedRequestsClosing(h)
 	h = withRecover(cfg.Logger, errs, h)
-	h = withSecurityHeaders(h)
+	h = withSecurityHeaders(errs, h)
 	h = withCORS(cfg.CORSOrigins, h)
 	h = withAccessLog(cfg.AccessLog, h)
 	return &Service{Handler: withRequestContext(cfg.RequestTimeout, h), health: health}, nil

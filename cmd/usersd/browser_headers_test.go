@@ -28,6 +28,10 @@ func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
 		{method: "POST", path: "/users", header: jsonBody, body: `{"name":"x"}`},
 		{method: "GET", path: "/no/such/path"},
 		{method: "GET", path: "/health"},
+		// gRPC answers go without the headers; a gRPC content type sent elsewhere must not take them away.
+		{method: "GET", path: "/", header: map[string]string{"Content-Type": "application/grpc"}},
+		{method: "GET", path: fmt.Sprintf("/users/%d", id), header: map[string]string{"Content-Type": "application/grpc+proto"}},
+		{method: "POST", path: "/users", header: map[string]string{"Content-Type": "application/grpc"}, body: `{"name":"x"}`},
 	} {
 		res := s.do(t, http1Client, req)
 		for name, want := range map[string]string{
