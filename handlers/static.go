@@ -40,6 +40,12 @@ func addStaticRoutes(mux router, fsys fs.FS) error {
 		// a new release is picked up at once without renaming files.
 		tag := fmt.Sprintf(`"%x"`, sha256.Sum256(content))
 		serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.Contains(r.Header.Get("Range"), ",") {
+				// Many small ranges make a multipart answer far larger than the file (each part has
+				// its own headers), and no browser asks for more than one: the whole file is the
+				// answer (RFC 9110 section 14.2 lets a server ignore Range).
+				r.Header.Del("Range")
+			}
 			w.Header().Set("ETag", tag)
 			w.Header().Set("Cache-Control", "no-cache")
 			http.ServeFileFS(w, r, fsys, name) // answers If-None-Match with 304, sets Content-Type

@@ -173,6 +173,29 @@ func TestThePageIsCachedAndNeedsNoInlineScript(t *testing.T) {
 	}
 }
 
+// TestStaticFilesAnswerOneRangeNotMany: a single range is served as 206; many small ranges, which
+// would make a multipart answer many times the file's size, get the file itself.
+func TestStaticFilesAnswerOneRangeNotMany(t *testing.T) {
+	s := startServer(t)
+	whole := s.do(t, http1Client, request{method: "GET", path: "/app.js"})
+	if whole.status != http.StatusOK || len(whole.body) < 1000 {
+		t.Fatalf("GET /app.js: %d, %d bytes", whole.status, len(whole.body))
+	}
+	one := s.do(t, http1Client, request{method: "GET", path: "/app.js", header: map[string]string{"Range": "bytes=10-19"}})
+	if one.status != http.StatusPartialContent || string(one.body) != string(whole.body[10:20]) {
+		t.Fatalf("one range: %d %q, want 206 %q", one.status, one.body, whole.body[10:20])
+	}
+	ranges := make([]string, 500)
+	for i := range ranges {
+		ranges[i] = fmt.Sprintf("%d-%d", 2*i, 2*i)
+	}
+	many := s.do(t, http1Client, request{method: "GET", path: "/app.js", header: map[string]string{"Range": "bytes=" + strings.Join(ranges, ",")}})
+	if many.status != http.StatusOK || len(many.body) != len(whole.body) {
+		t.Fatalf("500 one-byte ranges: %d, %d bytes (%s); want the file itself, 200 and %d bytes",
+			many.status, len(many.body), many.header.Get("Content-Type"), len(whole.body))
+	}
+}
+
 // TestSecurityHeadersOnRPCAnswersBrowsersRead: Connect and gRPC-Web answers, which pages read,
 // carry the browser headers; gRPC answers, which no browser can read, go without them.
 func TestSecurityHeadersOnRPCAnswersBrowsersRead(t *testing.T) {
