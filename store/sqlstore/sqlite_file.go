@@ -26,6 +26,9 @@ type fileGuard struct {
 	onLost func() error
 	lose   sync.Once
 	lost   atomic.Pointer[error] // set by lose
+	// closed is set when the store closes, whose last connection deletes the write-ahead log as
+	// SQLite always does: that is not a loss, and a closed store is not the file's fault.
+	closed atomic.Bool
 }
 
 type openedFile struct {
@@ -49,7 +52,7 @@ func newFileGuard(onLost func() error, paths ...string) (*fileGuard, error) {
 // check looks at the paths again (a stat each) and returns an error wrapping store.ErrUnavailable
 // if a file is not the one opened. A nil guard (PostgreSQL, or SQLite in memory) has nothing to check.
 func (g *fileGuard) check() error {
-	if g == nil {
+	if g == nil || g.closed.Load() {
 		return nil
 	}
 	if err := g.lastFinding(); err != nil {
@@ -75,6 +78,13 @@ func (g *fileGuard) check() error {
 		}
 	}
 	return nil
+}
+
+// close ends the watch.
+func (g *fileGuard) close() {
+	if g != nil {
+		g.closed.Store(true)
+	}
 }
 
 // lastFinding returns what an earlier check found, without looking at the files again.

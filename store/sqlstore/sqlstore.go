@@ -161,6 +161,7 @@ func (s *Store) classifyError(ctx context.Context, err *error) {
 // Close stops the background work and closes every connection; it waits for queries under way to
 // finish.
 func (s *Store) Close() error {
+	s.file.close()
 	if s.stopFolding != nil {
 		s.stopFolding()
 		<-s.folded
