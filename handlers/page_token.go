@@ -94,6 +94,7 @@ func userPageToken(binding string, sort []store.SortKey, u store.User) string {
 // userCursor decodes a ListUsers token into the store's cursor. The binding guarantees that the
 // token was made for this sort; the values are still checked, since a client can write any token,
 // and a value no user could have (invalid UTF-8, control characters) must not reach the database.
+// (Not the rules of a new name: a user stored before them must still be a page's last.)
 func userCursor(text, binding string, sort []store.SortKey) (*store.UserCursor, error) {
 	t, err := decodePageToken(text, binding)
 	if err != nil {
@@ -104,12 +105,12 @@ func userCursor(text, binding string, sort []store.SortKey) (*store.UserCursor, 
 		var present bool
 		switch k.Field {
 		case store.SortByName:
-			present = t.Name != nil && checkLine("name", *t.Name, maxNameLength) == nil
+			present = t.Name != nil && checkStoredLine("name", *t.Name, maxNameLength) == nil
 			if present {
 				c.Name = *t.Name
 			}
 		case store.SortByRole:
-			present = t.Role != nil && checkLine("role", *t.Role, maxRoleLength) == nil
+			present = t.Role != nil && checkStoredLine("role", *t.Role, maxRoleLength) == nil
 			if present {
 				c.Role = *t.Role
 			}

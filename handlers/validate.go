@@ -40,16 +40,38 @@ func checkBodyID(field string, got, want int32) error {
 	return nil
 }
 
-// checkRequiredText checks a required single-line text field: present, not only spaces, not too long.
+// checkRequiredText checks a required single-line text field: present, with something to see, not
+// too long. A name of spaces, zero-width spaces or filler letters alone would show as nothing.
 func checkRequiredText(field, value string, maxLength int) error {
-	if strings.TrimSpace(value) == "" {
-		return invalidArgument("%s is required", field)
+	if !strings.ContainsFunc(value, isVisible) {
+		return invalidArgument("%s is required: it must hold at least one visible character", field)
 	}
 	return checkLine(field, value, maxLength)
 }
 
-// checkLine checks an optional single-line text field: no control characters, not too long.
+// checkLine checks an optional single-line text field: not too long, and none of the characters
+// that make text show other than it reads: control characters, line and paragraph separators
+// (U+2028, U+2029), and the bidirectional embeddings, overrides and isolates (U+202A to U+202E,
+// U+2066 to U+2069), which can make a name display as another. The bidirectional marks (U+200E,
+// U+200F, U+061C) stay allowed: they change no order beyond their neighbours, and mixed-script
+// names need them.
 func checkLine(field, value string, maxLength int) error {
+	if err := checkStoredLine(field, value, maxLength); err != nil {
+		return err
+	}
+	if strings.ContainsFunc(value, isLineSeparator) {
+		return invalidArgument("%s must be one line: no line or paragraph separators (U+2028, U+2029)", field)
+	}
+	if strings.ContainsFunc(value, isBidiOverride) {
+		return invalidArgument("%s must not contain bidirectional embedding, override or isolate characters (U+202A to U+202E, U+2066 to U+2069)", field)
+	}
+	return nil
+}
+
+// checkStoredLine checks what every stored single-line value holds to, those stored before the
+// rules on separators and bidirectional characters included: the length, and no control
+// characters. Page tokens, which carry stored values back, are checked with it.
+func checkStoredLine(field, value string, maxLength int) error {
 	if n := utf8.RuneCountInString(value); n > maxLength {
 		return invalidArgument("%s is %d characters long; at most %d are allowed", field, n, maxLength)
 	}
@@ -57,6 +79,21 @@ func checkLine(field, value string, maxLength int) error {
 		return invalidArgument("%s must not contain control characters", field)
 	}
 	return nil
+}
+
+func isLineSeparator(r rune) bool { return r == '\u2028' || r == '\u2029' }
+
+func isBidiOverride(r rune) bool { return '\u202A' <= r && r <= '\u202E' || '\u2066' <= r && r <= '\u2069' }
+
+// isVisible reports whether r draws something: a graphic character that is not a space and not one
+// of the letters that Unicode draws blank (the Hangul fillers, the blank Braille pattern).
+// Zero-width spaces and joiners are format characters, not graphic, so they do not count.
+func isVisible(r rune) bool {
+	switch r {
+	case '\u115F', '\u1160', '\u3164', '\uFFA0', '\u2800':
+		return false
+	}
+	return unicode.IsGraphic(r) && !unicode.IsSpace(r)
 }
 
 // checkText checks a multi-line text field: line breaks and tabs are fine, other control characters not.

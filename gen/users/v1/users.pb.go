@@ -79,9 +79,12 @@ type User struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output only. Assigned by the server on create.
 	Id int32 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	// Required, at most 200 characters, no control characters.
+	// Required, at most 200 characters, one line with at least one visible character: no control
+	// characters, line or paragraph separators (U+2028, U+2029), or bidirectional embeddings,
+	// overrides and isolates (U+202A to U+202E, U+2066 to U+2069).
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// Optional, at most 64 characters; an empty role means the user has none.
+	// Optional, at most 64 characters, with the same rules as name for its characters; an empty
+	// role means the user has none.
 	Role string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
 	// Output only. When the user was created.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
@@ -172,7 +175,7 @@ type Post struct {
 	Id int32 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The owning user's id. Output only: taken from the request's user_id; if set it must match.
 	UserId int32 `protobuf:"varint,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// Required, at most 200 characters, no control characters.
+	// Required, at most 200 characters, with the same rules as User.name for its characters.
 	Title string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
 	// Optional, at most 10,000 characters.
 	Body string `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
@@ -266,7 +269,8 @@ type ListUsersRequest struct {
 	// INVALID_ARGUMENT. Empty means the first page.
 	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Keeps the users whose name starts with this text, ignoring case (Unicode simple case folding);
-	// at most 200 characters. Empty means every name.
+	// at most 200 characters, with the same rules as User.name for its characters. Empty means
+	// every name.
 	NamePrefix    string `protobuf:"bytes,6,opt,name=name_prefix,json=namePrefix,proto3" json:"name_prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

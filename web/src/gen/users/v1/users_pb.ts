@@ -54,14 +54,17 @@ export type User = Message<"users.v1.User"> & {
   id: number;
 
   /**
-   * Required, at most 200 characters, no control characters.
+   * Required, at most 200 characters, one line with at least one visible character: no control
+   * characters, line or paragraph separators (U+2028, U+2029), or bidirectional embeddings,
+   * overrides and isolates (U+202A to U+202E, U+2066 to U+2069).
    *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
-   * Optional, at most 64 characters; an empty role means the user has none.
+   * Optional, at most 64 characters, with the same rules as name for its characters; an empty
+   * role means the user has none.
    *
    * @generated from field: string role = 3;
    */
@@ -117,7 +120,7 @@ export type Post = Message<"users.v1.Post"> & {
   userId: number;
 
   /**
-   * Required, at most 200 characters, no control characters.
+   * Required, at most 200 characters, with the same rules as User.name for its characters.
    *
    * @generated from field: string title = 3;
    */
@@ -193,7 +196,8 @@ export type ListUsersRequest = Message<"users.v1.ListUsersRequest"> & {
 
   /**
    * Keeps the users whose name starts with this text, ignoring case (Unicode simple case folding);
-   * at most 200 characters. Empty means every name.
+   * at most 200 characters, with the same rules as User.name for its characters. Empty means
+   * every name.
    *
    * @generated from field: string name_prefix = 6;
    */
