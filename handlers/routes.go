@@ -38,7 +38,7 @@ func addRoutes(mux router, d deps) error {
 		errs.rpcPrefixes = append(errs.rpcPrefixes, path)
 	}
 	rpcOptions := []connect.HandlerOption{
-		connect.WithCodec(jsonCodecs[0]), connect.WithCodec(jsonCodecs[1]),
+		connect.WithCodec(jsonCodecs[0]), connect.WithCodec(jsonCodecs[1]), connect.WithCodec(protoCodec{}),
 		connect.WithReadMaxBytes(int(d.MaxBodyBytes)),
 		withBoundedGzip(d.MaxBodyBytes),
 		// gRPC clients offer gzip on every call; compressing a user of a few hundred bytes costs more

@@ -282,6 +282,8 @@ func TestHostileInputs(t *testing.T) {
 
 		// Bad input of the Connect protocol.
 		{name: "Connect JSON CreateUser with malformed JSON", send: h2(request{method: "POST", path: connectPath + "CreateUser", header: keyed, body: `{"user":`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect binary GetUser that is not protobuf", send: h2(request{method: "POST", path: connectPath + "GetUser", header: withType("application/proto"), body: "\xff\xff\xff"}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect binary health check that is not protobuf", send: h1(request{method: "POST", path: "/grpc.health.v1.Health/Check", header: withType("application/proto"), body: "\xff\xff\xff"}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
 		{name: "Connect JSON CreateUser with an empty body", send: h1(request{method: "POST", path: connectPath + "CreateUser", header: keyed}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
 		{name: "Connect to an unknown procedure", send: h2(request{method: "POST", path: connectPath + "StealUsers", header: keyed, body: `{}`}), status: 501, kind: hostileConnect, code: connect.CodeUnimplemented},
 		{name: "Connect GET of a write procedure with the key", send: h1(request{method: "GET", path: connectPath + "CreateUser?connect=v1&encoding=json&message=" + url.QueryEscape(`{"user":{"name":"x"}}`), key: true}), status: 405, kind: hostileOK, check: func(t *testing.T, res response) {
