@@ -83,7 +83,9 @@ func checkStoredLine(field, value string, maxLength int) error {
 
 func isLineSeparator(r rune) bool { return r == '\u2028' || r == '\u2029' }
 
-func isBidiOverride(r rune) bool { return '\u202A' <= r && r <= '\u202E' || '\u2066' <= r && r <= '\u2069' }
+func isBidiOverride(r rune) bool {
+	return '\u202A' <= r && r <= '\u202E' || '\u2066' <= r && r <= '\u2069'
+}
 
 // isVisible reports whether r draws something: a graphic character that is not a space and not one
 // of the letters that Unicode draws blank (the Hangul fillers, the blank Braille pattern).
