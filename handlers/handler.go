@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,13 +110,14 @@ func (t routeTable) Handle(pattern string, h http.Handler) {
 	t.known.Handle(pattern, h)
 }
 
-// withCleanPaths answers 404 for a path with dot segments or doubled slashes: every resource has one
-// path, and the mux would otherwise redirect such a path to its clean form, with an HTML body,
-// before any route or key check.
+// withCleanPaths answers 404 for a path with dot segments or doubled slashes, or with
+// percent-encoding where none is needed: every resource has one path (a cache or a proxy rule
+// keyed on it sees every request for it), and the mux would otherwise redirect dot segments to the
+// clean form, with an HTML body, before any route or key check.
 func withCleanPaths(errs *errorWriter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !isCleanPath(r.URL.EscapedPath()) {
-			errs.write(w, r, connect.NewError(connect.CodeNotFound, fmt.Errorf("no route for %s: the path is not in its clean form", r.URL.Path)))
+		if isAliasEncoding(r.URL) || !isCleanPath(r.URL.EscapedPath()) {
+			errs.write(w, r, connect.NewError(connect.CodeNotFound, fmt.Errorf("no route for %s: the path is not in its clean form", r.URL.EscapedPath())))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -148,6 +151,29 @@ func answerMiss(known *http.ServeMux, errs *errorWriter) http.Handler {
 		}
 		errs.write(w, r, connect.NewError(connect.CodeNotFound, fmt.Errorf("no route for %s", r.URL.Path)))
 	})
+}
+
+// isAliasEncoding reports whether u's path percent-encodes a character that needs no encoding
+// (a letter, a digit, "-", ".", "_" or "~"): RFC 3986 section 6.2.2.2 makes such a path the same
+// as the one with the character itself, so it would be a second spelling of one path (/users/%32
+// for /users/2). Other encodings stay meaningful: %2F is a slash inside a segment, which the mux
+// keeps apart from a slash between segments.
+func isAliasEncoding(u *url.URL) bool {
+	raw := u.RawPath // set only when the path was sent encoded otherwise than Go would encode it
+	for i := 0; i+2 < len(raw); i++ {
+		if raw[i] != '%' {
+			continue
+		}
+		b, err := strconv.ParseUint(raw[i+1:i+3], 16, 8)
+		if err == nil && isUnreserved(byte(b)) {
+			return true
+		}
+	}
+	return false
+}
+
+func isUnreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
 }
 
 // isCleanPath reports whether p is already in the form path.Clean gives, a trailing slash aside.

@@ -242,7 +242,12 @@ func TestHostileInputs(t *testing.T) {
 		{name: "the source of the embedded folder", send: h1(request{method: "GET", path: "/web.go"}), status: 404},
 		{name: "the public folder by name", send: h2(request{method: "GET", path: "/public/index.html"}), status: 404},
 		{name: "/index.html%00.txt", send: h1(request{method: "GET", path: "/index.html%00.txt"}), status: 404},
-		{name: "/users/%2e%2e is an id, not a step up", send: raw(get("/users/%2e%2e")), status: 400},
+		// Percent-encoding where none is needed makes a second path for one resource: 404.
+		{name: "/users/%2e%2e is neither an id nor a step up", send: raw(get("/users/%2e%2e")), status: 404},
+		{name: "/users/%3N... is not a second path of /users/N...", send: raw(get("/users/" + encodedFirstDigit(existing))), status: 404},
+		{name: "a keyed delete of /users/%3N... deletes nothing", send: raw("DELETE /users/" + encodedFirstDigit(existing) + " HTTP/1.1\r\nHost: usersd\r\nX-Api-Key: " + testKey + "\r\nConnection: close\r\n\r\n"), status: 404},
+		{name: "/app%2ejs is not /app.js", send: raw(get("/app%2ejs")), status: 404},
+		{name: "/users/1%2F2 is an id with a slash, not /users/1/2", send: raw(get("/users/1%2F2")), status: 400},
 		// A path with dot segments or doubled slashes names no resource: 404, before any route or
 		// key check runs (net/http's mux would redirect it, with an HTML body).
 		{name: "/index.html/.. is not a path of the page", send: raw(get("/index.html/..")), status: 404},
@@ -354,6 +359,12 @@ func TestHostileInputs(t *testing.T) {
 			t.Errorf("gRPC GetUser: %d answers", len(answers))
 		}
 	})
+}
+
+// encodedFirstDigit is id with its first digit percent-encoded: 12 is "%312".
+func encodedFirstDigit(id int) string {
+	digits := strconv.Itoa(id)
+	return fmt.Sprintf("%%%X", digits[0]) + digits[1:]
 }
 
 // hostileConnectCode returns the code of a Connect error body {"code": ..., "message": ...} and checks
