@@ -38,12 +38,17 @@ var accessLineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); r
 //	{"time":"...","level":"INFO","msg":"request","request_id":"...","method":"GET","path":"/users/1",
 //	 "proto":"HTTP/1.1","status":200,"bytes":123,"duration_ms":0.042}
 //
-// with time, when the answer ended, as slog writes it.
+// with time, when the answer ended, as slog writes it, and "client_request_id" after request_id
+// when the client sent an X-Request-Id that is not the request's id.
 func appendAccessLine(b []byte, ctx context.Context, start, end time.Time, r *http.Request, rec *statusRecorder) []byte {
 	b = append(b, `{"time":"`...)
 	b = end.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","level":"INFO","msg":"request","request_id":`...)
 	b = appendLogString(b, requestID(ctx))
+	if client := clientRequestID(ctx); client != "" {
+		b = append(b, `,"client_request_id":`...)
+		b = appendLogString(b, client)
+	}
 	b = append(b, `,"method":`...)
 	b = appendLogString(b, r.Method)
 	b = append(b, `,"path":`...)

@@ -16,7 +16,7 @@ import (
 func TestAccessLineIsJSONInSlogsShape(t *testing.T) {
 	for _, path := range []string{"/users/1", `/a"quote\back`, "/ctl\x01\n", "/bad\xffutf8", "/zoë/\u2028"} {
 		var logs syncBuffer
-		h := withRequestContext(0, withAccessLog(&logs, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := withRequestContext(0, false, withAccessLog(&logs, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusTeapot)
 			w.Write([]byte("12345"))
 		})))
@@ -35,12 +35,15 @@ func TestAccessLineIsJSONInSlogsShape(t *testing.T) {
 		}
 		wantPath := strings.ToValidUTF8(path, "\uFFFD")
 		for key, want := range map[string]any{
-			"level": "INFO", "msg": "request", "request_id": "req-1", "method": "GET", "path": wantPath,
+			"level": "INFO", "msg": "request", "client_request_id": "req-1", "method": "GET", "path": wantPath,
 			"proto": "HTTP/1.1", "status": 418.0, "bytes": 5.0,
 		} {
 			if got[key] != want {
 				t.Errorf("%q: %s = %#v, want %#v", path, key, got[key], want)
 			}
+		}
+		if id, _ := got["request_id"].(string); len(id) != 24 {
+			t.Errorf("%q: request_id = %#v, want one of the service's own", path, got["request_id"])
 		}
 		if d, ok := got["duration_ms"].(float64); !ok || d < 0 {
 			t.Errorf("%q: duration_ms = %#v", path, got["duration_ms"])

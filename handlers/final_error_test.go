@@ -70,7 +70,7 @@ func TestAPanicIsAnsweredInTheRequestsProtocol(t *testing.T) {
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	errs := &errorWriter{logger: logger, rpc: connect.NewErrorWriter(), rpcPrefixes: []string{"/" + usersv1connect.UsersName + "/"}}
 	panicking := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("deliberate: secret detail") })
-	srv := startH2C(t, withRequestContext(0, withAccessLog(logs, withRecover(logger, errs, panicking))))
+	srv := startH2C(t, withRequestContext(0, false, withAccessLog(logs, withRecover(logger, errs, panicking))))
 
 	wantInternalOnEveryProtocol(t, srv.URL)
 	res, err := http.Get(srv.URL + "/anything")
@@ -153,7 +153,7 @@ func TestAPanicAfterTheAnswerBeganCutsItOff(t *testing.T) {
 			http.NewResponseController(w).Flush()
 			panic("deliberate: after the answer began")
 		})
-		srv := startH2C(t, withRequestContext(0, withAccessLog(accessLog, withRecover(logger, errs, halfway))))
+		srv := startH2C(t, withRequestContext(0, false, withAccessLog(accessLog, withRecover(logger, errs, halfway))))
 		res, err := http.Get(srv.URL + "/anything")
 		if err != nil {
 			t.Fatal(err)

@@ -36,6 +36,11 @@ type Config struct {
 	RequestTimeout time.Duration
 	// CORSOrigins may call the service from pages of theirs; none means same origin only.
 	CORSOrigins []string
+	// TrustRequestID takes a request's X-Request-Id (a sane one) as its id, for a service behind a
+	// proxy that sets the header on every request, replacing the client's. Otherwise the service
+	// makes every id itself, so that no client can choose the id that its log lines go under, and
+	// logs a client's X-Request-Id beside it as client_request_id.
+	TrustRequestID bool
 }
 
 // DefaultRequestTimeout is the deadline of a request when Config.RequestTimeout is 0.
@@ -87,7 +92,7 @@ func New(cfg Config) (*Service, error) {
 	h = withSecurityHeaders(errs, h)
 	h = withCORS(cfg.CORSOrigins, h)
 	h = withAccessLog(cfg.AccessLog, h)
-	return &Service{Handler: withRequestContext(cfg.RequestTimeout, h), health: health}, nil
+	return &Service{Handler: withRequestContext(cfg.RequestTimeout, cfg.TrustRequestID, h), health: health}, nil
 }
 
 // routeTable holds every route twice. serving also has a catch-all, so that a request is matched

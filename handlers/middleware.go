@@ -21,25 +21,45 @@ import (
 
 type requestIDKey struct{}
 
-// requestID returns the id of the request that ctx belongs to, or "" outside a request.
-func requestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+// requestIDs are the request's own id and, unless that was taken from it, the X-Request-Id the
+// client sent (empty if none, or not a sane one).
+type requestIDs struct {
+	id, client string
 }
 
-// withRequestContext gives every request an id, taken from X-Request-Id when a proxy in front of us
-// set a sane one and echoed in the response so that a client can quote it, and gives its work a
-// deadline (none if timeout is 0), which the store's queries honour: a request cannot hold a
-// connection or the writer for longer, and a client that goes away cancels it at once. Both go into
-// the request's context in one step, since each step copies the request.
-func withRequestContext(timeout time.Duration, next http.Handler) http.Handler {
+// requestID returns the id of the request that ctx belongs to, or "" outside a request.
+func requestID(ctx context.Context) string {
+	ids, _ := ctx.Value(requestIDKey{}).(requestIDs)
+	return ids.id
+}
+
+// clientRequestID returns the X-Request-Id that the client sent, when it is not the request's id.
+func clientRequestID(ctx context.Context) string {
+	ids, _ := ctx.Value(requestIDKey{}).(requestIDs)
+	return ids.client
+}
+
+// withRequestContext gives every request an id, echoed in the response so that a client can quote
+// it, and gives its work a deadline (none if timeout is 0), which the store's queries honour: a
+// request cannot hold a connection or the writer for longer, and a client that goes away cancels
+// it at once. Both go into the request's context in one step, since each step copies the request.
+// The id is the request's X-Request-Id only if trustHeader says a proxy sets it (a sane one);
+// otherwise it is new, and a sane X-Request-Id is kept to be logged beside it.
+func withRequestContext(timeout time.Duration, trustHeader bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("X-Request-Id")
-		if !isSafeRequestID(id) {
-			id = newRequestID()
+		var ids requestIDs
+		if sent := r.Header.Get("X-Request-Id"); isSafeRequestID(sent) {
+			if trustHeader {
+				ids.id = sent
+			} else {
+				ids.client = sent
+			}
 		}
-		w.Header().Set("X-Request-Id", id)
-		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
+		if ids.id == "" {
+			ids.id = newRequestID()
+		}
+		w.Header().Set("X-Request-Id", ids.id)
+		ctx := context.WithValue(r.Context(), requestIDKey{}, ids)
 		if timeout > 0 {
 			timed := newLazyDeadline(ctx, time.Now().Add(timeout))
 			defer timed.stop()

@@ -29,6 +29,8 @@ type config struct {
 	drainDelay  time.Duration
 	corsOrigins []string
 	limits      serverLimits
+	// trustRequestID takes a client's X-Request-Id as the request's id; see handlers.Config.
+	trustRequestID bool
 	// debugAddr serves Go's profiler when set; empty means no debug listener.
 	debugAddr string
 }
@@ -81,6 +83,14 @@ func (s *settings) int64(p *int64, flagName, envName string, fallback int64, usa
 	s.fs.Int64Var(p, flagName, v, usage+" (env "+envName+")")
 }
 
+func (s *settings) bool(p *bool, flagName, envName string, fallback bool, usage string) {
+	v, err := strconv.ParseBool(s.env(envName, strconv.FormatBool(fallback)))
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("%s: %w", envName, err))
+	}
+	s.fs.BoolVar(p, flagName, v, usage+" (env "+envName+")")
+}
+
 func (s *settings) duration(p *time.Duration, flagName, envName string, fallback time.Duration, usage string) {
 	v, err := time.ParseDuration(s.env(envName, fallback.String()))
 	if err != nil {
@@ -114,6 +124,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	s.int64(&l.http2MaxFrameSize, "http2-max-frame-size", "USERS_HTTP2_MAX_FRAME_SIZE", 1<<20, "largest HTTP/2 frame read, 16384 to 16777215")
 	s.duration(&l.http2WriteByteTimeout, "http2-write-byte-timeout", "USERS_HTTP2_WRITE_BYTE_TIMEOUT", 10*time.Second, "how long an HTTP/2 connection may take no bytes of an answer before it is closed")
 	s.duration(&l.http2PingTimeout, "http2-ping-timeout", "USERS_HTTP2_PING_TIMEOUT", 30*time.Second, "silence on an HTTP/2 connection after which it is pinged, and the wait for the answer")
+	s.bool(&cfg.trustRequestID, "trust-request-id", "USERS_TRUST_REQUEST_ID", false, "take X-Request-Id as the request's id: only behind a proxy that sets it on every request")
 	s.string(&cfg.debugAddr, "debug-addr", "USERS_DEBUG_ADDR", "", "address of a separate listener for Go's profiler (/debug/pprof/); keep it on loopback; empty means off")
 	if len(s.errs) > 0 {
 		return config{}, errors.Join(s.errs...)

@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	service, err := handlers.New(handlers.Config{
 		Store: data, Keys: keys, Logger: logger, AccessLog: logs.Later(), MaxBodyBytes: cfg.maxBodyBytes,
-		RequestTimeout: cfg.limits.requestTimeout, CORSOrigins: cfg.corsOrigins,
+		RequestTimeout: cfg.limits.requestTimeout, CORSOrigins: cfg.corsOrigins, TrustRequestID: cfg.trustRequestID,
 	})
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -109,24 +110,55 @@ func TestServiceRoutes(t *testing.T) {
 	}
 }
 
+// TestRequestIDs: by default the service makes every request's id itself, and keeps a client's
+// sane X-Request-Id only as client_request_id in the access log; with -trust-request-id, for a
+// proxy that sets the header, a sane one is the id. An unsafe one is never used or logged.
 func TestRequestIDs(t *testing.T) {
-	s := startServer(t)
-	given := s.do(t, http1Client, request{method: "GET", path: "/health", header: map[string]string{"X-Request-Id": "lb-1234.abc"}})
-	if got := given.header.Get("X-Request-Id"); got != "lb-1234.abc" {
-		t.Fatalf("a sane id from a proxy is kept: got %q", got)
-	}
-	forged := s.do(t, http1Client, request{method: "GET", path: "/health", header: map[string]string{"X-Request-Id": `x" "level":"ERROR`}})
-	if got := forged.header.Get("X-Request-Id"); got == "" || strings.ContainsAny(got, `" `) {
-		t.Fatalf("an unsafe id is replaced: got %q", got)
-	}
-	// The access log is written in batches, at most accessLogDelay after the request.
+	sent := map[string]string{"X-Request-Id": "lb-1234.abc"}
+	t.Run("made by the service", func(t *testing.T) {
+		s := startServer(t)
+		res := s.do(t, http1Client, request{method: "GET", path: "/health", header: sent})
+		id := res.header.Get("X-Request-Id")
+		if len(id) != 24 || id == "lb-1234.abc" {
+			t.Fatalf("a client's X-Request-Id became the id: got %q", id)
+		}
+		line := waitForAccessLine(t, s, id)
+		if line["client_request_id"] != "lb-1234.abc" {
+			t.Fatalf("the access line does not keep the client's id: %v", line)
+		}
+	})
+	t.Run("trusted from a proxy", func(t *testing.T) {
+		s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{"USERS_TRUST_REQUEST_ID": "true"})
+		if got := s.do(t, http1Client, request{method: "GET", path: "/health", header: sent}).header.Get("X-Request-Id"); got != "lb-1234.abc" {
+			t.Fatalf("a sane id from a trusted proxy is kept: got %q", got)
+		}
+		if line := waitForAccessLine(t, s, "lb-1234.abc"); line["client_request_id"] != nil {
+			t.Fatalf("a trusted id is logged twice: %v", line)
+		}
+		forged := s.do(t, http1Client, request{method: "GET", path: "/health", header: map[string]string{"X-Request-Id": `x" "level":"ERROR`}})
+		id := forged.header.Get("X-Request-Id")
+		if len(id) != 24 {
+			t.Fatalf("an unsafe id is replaced: got %q", id)
+		}
+		if line := waitForAccessLine(t, s, id); line["client_request_id"] != nil {
+			t.Fatalf("an unsafe id was logged: %v", line)
+		}
+	})
+}
+
+// waitForAccessLine returns the access log line of the request with id. The access log is written
+// in batches, at most accessLogDelay after the request.
+func waitForAccessLine(t *testing.T, s *testServer, id string) map[string]any {
+	t.Helper()
 	deadline := time.Now().Add(10 * accessLogDelay)
-	lines := s.logs.entries(map[string]any{"msg": "request", "request_id": "lb-1234.abc"})
-	for len(lines) == 0 && time.Now().Before(deadline) {
+	for {
+		lines := s.logs.entries(map[string]any{"msg": "request", "request_id": id})
+		if len(lines) == 1 {
+			return lines[0]
+		}
+		if len(lines) > 1 || time.Now().After(deadline) {
+			t.Fatalf("access log lines for request %s: %v", id, lines)
+		}
 		time.Sleep(accessLogDelay / 10)
-		lines = s.logs.entries(map[string]any{"msg": "request", "request_id": "lb-1234.abc"})
-	}
-	if len(lines) != 1 {
-		t.Fatalf("access log lines for the request: %v", lines)
 	}
 }
