@@ -140,31 +140,61 @@ func (b *syncBuffer) String() string {
 
 // TestAPanicAfterTheAnswerBeganCutsItOff: once a handler has sent its status and part of its body,
 // a panic cannot become an error answer any more; the final error handler aborts the response, so
-// the client sees a broken answer rather than a body with an error glued on. It holds with and
-// without an access log, which is what records whether the answer began.
+// the client sees a broken answer rather than a body with an error glued on. It runs New's own
+// chain of middleware around a route that panics halfway, with and without an access log, and a
+// chain with a well-behaved wrapper (Unwrap, Flush) between the access log and the final error
+// handler, where one once hid the begun answer from it.
 func TestAPanicAfterTheAnswerBeganCutsItOff(t *testing.T) {
-	for _, accessLog := range []io.Writer{nil, &syncBuffer{}} {
-		logs := &syncBuffer{}
-		logger := slog.New(slog.NewJSONHandler(logs, nil))
-		errs := &errorWriter{logger: logger, rpc: connect.NewErrorWriter()}
-		halfway := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(http.StatusOK)
-			w.Write([]byte(`{"partial":`))
-			http.NewResponseController(w).Flush()
-			panic("deliberate: after the answer began")
+	halfway := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte(`{"partial":`))
+		http.NewResponseController(w).Flush()
+		panic("deliberate: after the answer began")
+	})
+	for _, c := range []struct {
+		name  string
+		chain func(*slog.Logger, *errorWriter) http.Handler
+	}{
+		{"New's chain without an access log", func(logger *slog.Logger, errs *errorWriter) http.Handler {
+			return withMiddleware(Config{Logger: logger, MaxBodyBytes: DefaultMaxBodyBytes}, errs, halfway)
+		}},
+		{"New's chain with an access log", func(logger *slog.Logger, errs *errorWriter) http.Handler {
+			return withMiddleware(Config{Logger: logger, AccessLog: &syncBuffer{}, MaxBodyBytes: DefaultMaxBodyBytes}, errs, halfway)
+		}},
+		{"a wrapper between the access log and the final error handler", func(logger *slog.Logger, errs *errorWriter) http.Handler {
+			return withRequestContext(0, false, withAccessLog(&syncBuffer{}, passThrough(withRecover(logger, errs, halfway))))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			logs := &syncBuffer{}
+			logger := slog.New(slog.NewJSONHandler(logs, nil))
+			srv := startH2C(t, c.chain(logger, &errorWriter{logger: logger, rpc: connect.NewErrorWriter()}))
+			res, err := http.Get(srv.URL + "/anything")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err == nil || strings.Contains(string(body), "error") {
+				t.Errorf("the answer %q (read error %v): want it cut off, with no error glued on", body, err)
+			}
+			if !strings.Contains(logs.String(), "panic after the response began") {
+				t.Errorf("the panic is not logged as one after the response began:\n%s", logs)
+			}
 		})
-		srv := startH2C(t, withRequestContext(0, false, withAccessLog(accessLog, withRecover(logger, errs, halfway))))
-		res, err := http.Get(srv.URL + "/anything")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := io.ReadAll(res.Body)
-		res.Body.Close()
-		if err == nil {
-			t.Errorf("access log %v: the answer %q ended cleanly, want it cut off", accessLog != nil, body)
-		}
-		if !strings.Contains(logs.String(), "panic after the response began") {
-			t.Errorf("access log %v: the panic is not logged as one after the response began:\n%s", accessLog != nil, logs)
-		}
 	}
 }
+
+// passThrough is a well-behaved wrapper of the writer: it changes nothing, and offers Unwrap and
+// Flush as a middleware should.
+func passThrough(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(passThroughWriter{w}, r)
+	})
+}
+
+type passThroughWriter struct{ http.ResponseWriter }
+
+func (p passThroughWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+func (p passThroughWriter) Flush() { http.NewResponseController(p.ResponseWriter).Flush() }

@@ -84,7 +84,15 @@ func New(cfg Config) (*Service, error) {
 	if err := addRoutes(routes, deps{Config: cfg, users: NewUsers(cfg.Store, cfg.Logger), errs: errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	var h http.Handler = withCleanPaths(errs, routes.serving)
+	return &Service{Handler: withMiddleware(cfg, errs, routes.serving), health: health}, nil
+}
+
+// withMiddleware wraps the routes in what every request passes through, outermost last. The order
+// matters: the request context (id, deadline) comes first so that everything below can log with
+// it, the access log sees every answer, and the final error handler is below CORS and the security
+// headers so that an error it writes carries them.
+func withMiddleware(cfg Config, errs *errorWriter, routes http.Handler) http.Handler {
+	h := withCleanPaths(errs, routes)
 	h = withConnectGETChecks(errs, h)
 	h = withBodyLimit(cfg.MaxBodyBytes, h)
 	h = withChunkedRequestsClosing(h)
@@ -92,7 +100,7 @@ func New(cfg Config) (*Service, error) {
 	h = withSecurityHeaders(errs, h)
 	h = withCORS(cfg.CORSOrigins, h)
 	h = withAccessLog(cfg.AccessLog, h)
-	return &Service{Handler: withRequestContext(cfg.RequestTimeout, cfg.TrustRequestID, h), health: health}, nil
+	return withRequestContext(cfg.RequestTimeout, cfg.TrustRequestID, h)
 }
 
 // routeTable holds every route twice. serving also has a catch-all, so that a request is matched

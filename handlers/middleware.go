@@ -92,8 +92,8 @@ func isSafeRequestID(id string) bool {
 	return true
 }
 
-// statusRecorder remembers the status and size of a response for the access log, and whether the
-// header has gone out, for the final error handler.
+// statusRecorder remembers the status and size of a response, and so whether it has begun: the
+// access log and the final error handler each keep their own.
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
@@ -128,9 +128,12 @@ func (s *statusRecorder) Flush() {
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // withRecover is the final error handler: a panic anywhere below it is logged with its stack and the
-// request id and answered with a fixed internal error, in the request's own protocol.
+// request id and answered with a fixed internal error, in the request's own protocol. Whether the
+// answer has begun it learns from a recorder of its own, not from whatever writer it is handed, so
+// that no wrapper added above it can hide a begun answer and have an error glued onto a 200.
 func withRecover(logger *slog.Logger, errs *errorWriter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
 			p := recover()
 			if p == nil {
@@ -140,13 +143,13 @@ func withRecover(logger *slog.Logger, errs *errorWriter, next http.Handler) http
 				panic(p) // net/http's way of aborting a response on purpose
 			}
 			fault := fmt.Errorf("panic: %v\n%s", p, debug.Stack())
-			if rec, ok := w.(*statusRecorder); ok && rec.status != 0 {
+			if rec.status != 0 {
 				logger.ErrorContext(r.Context(), "panic after the response began", "request_id", requestID(r.Context()), "error", fault)
 				panic(http.ErrAbortHandler) // too late for an error answer: cut the response off
 			}
 			errs.write(w, r, fault) // logs the fault and answers with the fixed internal error
 		}()
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(rec, r)
 	})
 }
 
