@@ -108,14 +108,18 @@ func ifMatchVersions(value string) (store.IfVersion, error) {
 // W/ prefix is ignored). A value that does not parse matches nothing, so the full answer is sent.
 func noneMatch(value, current string) bool {
 	tags, wildcard, err := parseEntityTags(value)
-	if err != nil {
-		return false
-	}
+	return err == nil && holdsTag(tags, wildcard, current, true)
+}
+
+// holdsTag reports whether a parsed list holds current: "*" holds any, no tags none. weak compares
+// as If-None-Match does, ignoring W/ (RFC 9110 section 8.8.3.2); otherwise as If-Match does, where
+// a weak tag matches nothing.
+func holdsTag(tags []entityTag, wildcard bool, current string, weak bool) bool {
 	if wildcard {
 		return true
 	}
 	for _, tag := range tags {
-		if `"`+tag.opaque+`"` == current {
+		if (weak || !tag.weak) && `"`+tag.opaque+`"` == current {
 			return true
 		}
 	}

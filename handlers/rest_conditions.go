@@ -24,21 +24,25 @@ func writeCondition(ctx context.Context, users *Users, r *http.Request, id int32
 	if !hasIfNoneMatch && (!hasIfMatch || ifMatch != "") {
 		return ifMatch, nil
 	}
-	for _, list := range []string{ifMatch, ifNoneMatch} {
-		if _, _, err := parseEntityTags(list); list != "" && err != nil {
-			return "", err // 400, before the user is read
-		}
+	// A malformed list is 400, before the user is read.
+	matchTags, matchAny, err := parseTagList(ifMatch)
+	if err != nil {
+		return "", err
+	}
+	noneTags, noneAny, err := parseTagList(ifNoneMatch)
+	if err != nil {
+		return "", err
 	}
 	user, err := users.GetUser(ctx, &usersv1.GetUserRequest{Id: id})
 	if err != nil {
 		return "", err
 	}
 	current := user.GetEtag()
-	if hasIfMatch && !matches(ifMatch, current, false) {
+	if hasIfMatch && !holdsTag(matchTags, matchAny, current, false) {
 		return "", newHTTPError(http.StatusPreconditionFailed, connect.CodeFailedPrecondition,
 			"If-Match does not match the user's etag %s; read the user again", current)
 	}
-	if hasIfNoneMatch && matches(ifNoneMatch, current, true) {
+	if hasIfNoneMatch && holdsTag(noneTags, noneAny, current, true) {
 		return "", newHTTPError(http.StatusPreconditionFailed, connect.CodeFailedPrecondition,
 			"If-None-Match matches the user's etag %s", current)
 	}
@@ -57,21 +61,11 @@ func headerList(r *http.Request, name string) (list string, present bool) {
 	return list, lines != nil
 }
 
-// matches reports whether the entity tag list holds current: "*" holds any, an empty list none.
-// If-Match compares strongly (a weak tag matches nothing); If-None-Match weakly, so that W/"3"
-// matches "3" (RFC 9110 section 8.8.3.2). The list has been parsed once already.
-func matches(list, current string, weak bool) bool {
+// parseTagList is parseEntityTags for a list that headerList may have found empty (the header
+// absent, or holding no tags), which holds no tags rather than being malformed.
+func parseTagList(list string) (tags []entityTag, wildcard bool, err error) {
 	if list == "" {
-		return false
+		return nil, false, nil
 	}
-	tags, wildcard, _ := parseEntityTags(list)
-	if wildcard {
-		return true
-	}
-	for _, tag := range tags {
-		if (weak || !tag.weak) && `"`+tag.opaque+`"` == current {
-			return true
-		}
-	}
-	return false
+	return parseEntityTags(list)
 }
