@@ -188,7 +188,7 @@ func seeksNameKeys(n pgPlanNode) bool {
 	if strings.Contains(n.Index, "name_key") {
 		return true
 	}
-	if !strings.HasPrefix(n.NodeType, "Bitmap") && n.NodeType != "BitmapAnd" && n.NodeType != "BitmapOr" {
+	if !strings.HasPrefix(n.NodeType, "Bitmap") { // Bitmap Heap Scan, Bitmap Index Scan, BitmapAnd, BitmapOr
 		return false
 	}
 	for _, child := range n.Plans {

@@ -87,7 +87,8 @@ func openSQLite(path string) (reader, writer *sql.DB, err error) {
 		db.SetConnMaxIdleTime(0)
 		return db, db, nil
 	}
-	// The driver splits its settings from the path at the first '?' and treats "file:" as a URI.
+	// In a DSN, SQLite drivers read a '?' as the start of settings and "file:" as a URI; -db takes a
+	// plain path (which sqliteURI escapes), so such a path is refused rather than guessed at.
 	if strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") {
 		return nil, nil, fmt.Errorf("SQLite path %q: give a plain file path, without '?' or a file: prefix", path)
 	}
@@ -162,11 +163,8 @@ func openAll(db *sql.DB, n int) error {
 		}
 	}()
 	for range n {
-		c, err := db.Conn(context.Background())
+		c, err := db.Conn(context.Background()) // opens a connection: the pool has no idle one left
 		if err != nil {
-			return err
-		}
-		if err := c.PingContext(context.Background()); err != nil {
 			return err
 		}
 		conns = append(conns, c)

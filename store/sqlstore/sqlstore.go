@@ -112,9 +112,9 @@ func (s *Store) classify(ctx context.Context, err *error) {
 	// A read that failed may have failed because the SQLite file went (a new connection cannot
 	// open it), so it looks at the file; one that worked takes the last finding, which is free.
 	if *err != nil {
-		s.failIfLost(err, s.file.check())
+		failIfLost(err, s.file.check())
 	} else {
-		s.failIfLost(err, s.file.lastFinding())
+		failIfLost(err, s.file.lastFinding())
 	}
 	s.classifyError(ctx, err)
 }
@@ -125,7 +125,7 @@ func (s *Store) classify(ctx context.Context, err *error) {
 // with its idempotency key cannot get it twice.) A method that writes first calls refuseWrite
 // (all but AbandonRequest, which says why).
 func (s *Store) classifyWrite(ctx context.Context, err *error) {
-	s.failIfLost(err, s.file.check())
+	failIfLost(err, s.file.check())
 	s.classifyError(ctx, err)
 }
 
@@ -133,7 +133,8 @@ func (s *Store) classifyWrite(ctx context.Context, err *error) {
 // even start into it; it is the last finding, which costs nothing.
 func (s *Store) refuseWrite() error { return s.file.lastFinding() }
 
-func (s *Store) failIfLost(err *error, lost error) {
+// failIfLost makes a finding that the file is lost the error, keeping the statement's own words.
+func failIfLost(err *error, lost error) {
 	switch {
 	case lost == nil:
 	case *err == nil:
