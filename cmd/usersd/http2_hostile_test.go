@@ -185,3 +185,34 @@ func TestReadsThatOutliveTheirDeadlineAre504(t *testing.T) {
 	}
 	t.Logf("answers: %v", answers)
 }
+
+// TestHTTP2PeerThatVanishedIsClosed: a connection whose peer goes silent without closing is pinged
+// once it has been silent for the ping timeout, and closed when the ping goes unanswered for as
+// long again.
+func TestHTTP2PeerThatVanishedIsClosed(t *testing.T) {
+	const pingTimeout = 500 * time.Millisecond
+	s := startServerOn(t, t.TempDir()+"/users.db", map[string]string{"USERS_HTTP2_PING_TIMEOUT": pingTimeout.String()})
+	c := dialRawH2C(t, s.baseURL)
+	start := time.Now()
+	c.conn.SetReadDeadline(start.Add(10 * time.Second))
+	var pingedAfter time.Duration
+	for {
+		f, err := c.framer.ReadFrame()
+		if err != nil {
+			var netErr net.Error
+			if errors.As(err, &netErr) && netErr.Timeout() {
+				t.Fatal("the connection of a silent peer is still open after 10s")
+			}
+			break // the server closed the connection
+		}
+		if ping, ok := f.(*http2.PingFrame); ok && !ping.IsAck() && pingedAfter == 0 {
+			pingedAfter = time.Since(start) // and never answered
+		}
+	}
+	closedAfter := time.Since(start)
+	if pingedAfter < pingTimeout || closedAfter < pingedAfter+pingTimeout {
+		t.Fatalf("pinged after %s, closed after %s; want a ping after %s of silence, then %s more before the close",
+			pingedAfter, closedAfter, pingTimeout, pingTimeout)
+	}
+	t.Logf("pinged after %s, closed after %s", pingedAfter.Round(time.Millisecond), closedAfter.Round(time.Millisecond))
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"usersd/store/sqlstore"
@@ -53,7 +54,7 @@ func TestALostSQLiteFileStopsTheService(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "users.db")
-			cmd, s, _ := startProcess(t, path)
+			cmd, s, logs := startProcess(t, path)
 			var acknowledged []int
 			for i := range 5 {
 				acknowledged = append(acknowledged, idOf(t, s.createUser(t, fmt.Sprint("before ", i), "")))
@@ -83,6 +84,14 @@ func TestALostSQLiteFileStopsTheService(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd.Wait()
+			var said bool
+			for _, line := range <-logs {
+				message, _ := line["error"].(string)
+				said = said || strings.Contains(message, path) && strings.Contains(message, "is no longer the file this process opened")
+			}
+			if !said {
+				t.Error("no log line says which file was lost")
+			}
 			if c.undo == nil {
 				// What was acknowledged went with the file; the service starts on what is there now.
 				acknowledged = nil
