@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"time"
 
+	"usersd/coalesce"
 	"usersd/handlers"
 	"usersd/store"
 	"usersd/store/sqlstore"
@@ -74,7 +75,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	go sweepExpiredRequests(background, st, sweepInterval, logger)
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(coalescingListener{listener}) }()
+	go func() { served <- srv.Serve(coalesce.Listener(listener)) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)

@@ -1,4 +1,4 @@
-package main
+package coalesce
 
 import (
 	"bytes"
@@ -34,17 +34,100 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// pipe returns a coalescing connection over one end of an in-memory pipe, and the other end.
-func pipe(t *testing.T) (*coalescingConn, net.Conn, *countingConn) {
+func (c *countingConn) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes
+}
+
+// pipe returns a connection over one end of an in-memory pipe that has read the HTTP/2 preface
+// from the other end, and that other end.
+func pipe(t *testing.T) (*conn, net.Conn, *countingConn) {
 	t.Helper()
-	server, client := net.Pipe()
-	counted := &countingConn{Conn: server}
-	c := newCoalescingConn(counted)
-	t.Cleanup(func() { c.Close(); client.Close() })
+	c, client, counted := pipeAfter(t, http2Preface)
+	if got := c.state.Load(); got != batched {
+		t.Fatalf("after the HTTP/2 preface the connection is in state %d, want batched", got)
+	}
 	return c, client, counted
 }
 
-func TestCoalescingKeepsEveryWriteWholeAndInOrder(t *testing.T) {
+// pipeAfter returns a connection over one end of an in-memory pipe that has read first from the
+// other end, in the pieces given, and that other end.
+func pipeAfter(t *testing.T, first ...[]byte) (*conn, net.Conn, *countingConn) {
+	t.Helper()
+	server, client := net.Pipe()
+	counted := &countingConn{Conn: server}
+	c := newConn(counted)
+	t.Cleanup(func() { c.Close(); client.Close() })
+	go func() {
+		for _, piece := range first {
+			client.Write(piece)
+		}
+	}()
+	for _, piece := range first {
+		if _, err := io.ReadFull(c, make([]byte, len(piece))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, client, counted
+}
+
+func TestOnlyHTTP2ConnectionsAreBatched(t *testing.T) {
+	preface := http2Preface
+	for _, tc := range []struct {
+		name  string
+		first [][]byte
+		want  int32
+	}{
+		{"HTTP/2 preface in one read", [][]byte{preface}, batched},
+		{"HTTP/2 preface in three reads", [][]byte{preface[:3], preface[3:20], preface[20:]}, batched},
+		{"HTTP/2 preface and a frame", [][]byte{append(append([]byte{}, preface...), 0, 0, 0, 4, 0, 0, 0, 0, 0)}, batched},
+		{"HTTP/1.1 request", [][]byte{[]byte("GET /users/1 HTTP/1.1\r\nHost: x\r\n\r\n")}, direct},
+		{"HTTP/1.1 method that starts like the preface", [][]byte{[]byte("PRI"), []byte("NT / HTTP/1.1\r\n")}, direct},
+		{"part of the preface so far", [][]byte{preface[:10]}, undecided},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, _ := pipeAfter(t, tc.first...)
+			if got := c.state.Load(); got != tc.want {
+				t.Fatalf("state %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDirectConnectionsWriteAtOnce(t *testing.T) {
+	c, client, counted := pipeAfter(t, []byte("GET / HTTP/1.1\r\n\r\n"))
+	go io.Copy(io.Discard, client)
+	for i := 1; i <= 3; i++ {
+		if _, err := c.Write([]byte("answer")); err != nil {
+			t.Fatal(err)
+		}
+		// No flusher: the bytes reached the connection before Write returned.
+		if got := counted.count(); got != i {
+			t.Fatalf("after %d writes the connection saw %d", i, got)
+		}
+	}
+}
+
+func TestAnIdleConnectionHoldsNoFlusherOrBuffer(t *testing.T) {
+	c, client, _ := pipe(t)
+	go io.Copy(io.Discard, client)
+	for range 10 {
+		if _, err := c.Write(bytes.Repeat([]byte("frame"), 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.waitFlushed(); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.flushing || c.pending != nil {
+		t.Fatalf("once everything is written: flusher running %t, buffer held %t; want neither", c.flushing, c.pending != nil)
+	}
+}
+
+func TestKeepsEveryWriteWholeAndInOrder(t *testing.T) {
 	c, client, _ := pipe(t)
 	const writers, perWriter = 8, 200
 	received := make(chan []byte)
@@ -81,7 +164,7 @@ func TestCoalescingKeepsEveryWriteWholeAndInOrder(t *testing.T) {
 	}
 }
 
-func TestCoalescingBatchesWritesWhileOneIsUnderWay(t *testing.T) {
+func TestBatchesWritesWhileOneIsUnderWay(t *testing.T) {
 	c, client, counted := pipe(t)
 	counted.hold, counted.held = make(chan struct{}), make(chan struct{})
 	go io.Copy(io.Discard, client)
@@ -95,7 +178,7 @@ func TestCoalescingBatchesWritesWhileOneIsUnderWay(t *testing.T) {
 		}
 	}
 	close(counted.hold)
-	if err := c.waitDrained(); err != nil {
+	if err := c.waitFlushed(); err != nil {
 		t.Fatal(err)
 	}
 	counted.mu.Lock()
@@ -105,7 +188,7 @@ func TestCoalescingBatchesWritesWhileOneIsUnderWay(t *testing.T) {
 	}
 }
 
-func TestCoalescingHonoursTheWriteDeadlineForASlowReader(t *testing.T) {
+func TestHonoursTheWriteDeadlineForASlowReader(t *testing.T) {
 	c, _, _ := pipe(t) // the far end never reads
 	if err := c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
 		t.Fatal(err)
@@ -127,7 +210,7 @@ func TestCoalescingHonoursTheWriteDeadlineForASlowReader(t *testing.T) {
 	}
 }
 
-func TestCoalescingSurfacesWriteErrors(t *testing.T) {
+func TestSurfacesWriteErrors(t *testing.T) {
 	c, client, _ := pipe(t)
 	client.Close() // the client goes away
 	var err error
@@ -142,7 +225,7 @@ func TestCoalescingSurfacesWriteErrors(t *testing.T) {
 	}
 }
 
-func TestCoalescingCloseDeliversWhatWasWritten(t *testing.T) {
+func TestCloseDeliversWhatWasWritten(t *testing.T) {
 	c, client, _ := pipe(t)
 	received := make(chan []byte)
 	go func() { b, _ := io.ReadAll(client); received <- b }()
