@@ -139,8 +139,10 @@ func orDefault(s, fallback string) string {
 type h2loadLoad struct {
 	conns, streams int
 	path           string
-	// grpc sends a gRPC-framed GetUserRequest for user grpcUserID as the body of every request.
+	// grpc sends a gRPC-framed GetUserRequest for user grpcUserID as the body of every request;
+	// json, when set, is POSTed as application/json instead. Neither: GET.
 	grpc bool
+	json string
 }
 
 func (h h2loadLoad) describe() string {
@@ -163,6 +165,13 @@ func (h h2loadLoad) run(r *runner, addr string, d time.Duration, out string) (re
 			return result{}, err
 		}
 		args = append(args, "-H", "content-type: application/grpc", "-H", "te: trailers", "-d", body)
+	}
+	if h.json != "" {
+		body := filepath.Join(out, "body.json")
+		if err := os.WriteFile(body, []byte(h.json), 0o644); err != nil {
+			return result{}, err
+		}
+		args = append(args, "-H", "content-type: application/json", "-d", body)
 	}
 	stdout, cpu, wall, err := runClient(nil, "h2load", append(args, "http://"+addr+h.path)...)
 	if err != nil {

@@ -34,6 +34,8 @@ type runner struct {
 	duration  time.Duration
 	warmup    time.Duration
 	million   bool
+	shapes    bool   // run shapeScenarios
+	against   string // the revision that -bin's usersd-against was built at; "" for none
 	only      map[string]bool
 	// sizes and backends select the scale scenarios (scale.go); empty runs the default ones.
 	sizes    []int
@@ -100,6 +102,8 @@ func main() {
 	}
 	var out, only, command, commit, sizes, backends string
 	var quick bool
+	flag.BoolVar(&r.shapes, "shapes", false, "run GetUser on REST, Connect and gRPC at 1x1, 16x1 and 16x16 connections x streams")
+	flag.StringVar(&r.against, "against", "", "also run every usersd scenario on "+againstBin+" in -bin, built at this revision, and compare")
 	flag.StringVar(&r.bin, "bin", "", "folder with the built usersd, baseline-http, baseline-grpc and seed")
 	flag.StringVar(&r.wrkScript, "wrk-script", "", "bench/wrk/bench.lua")
 	flag.StringVar(&out, "out", "", "folder for results.tsv and report.md")
@@ -177,6 +181,7 @@ func (r *runner) main(out, command, commit string) error {
 	if err != nil {
 		return err
 	}
+	todo = withAgainst(todo, r.against)
 	for _, sc := range todo {
 		if sc.server == usersd {
 			if err := r.seed(sc.data()); err != nil {
@@ -217,7 +222,8 @@ func (r *runner) main(out, command, commit string) error {
 	if err := writeTSV(filepath.Join(out, "results.tsv"), r.records); err != nil {
 		return err
 	}
-	table := reportMarkdown(info, todo, r.records, r.dataReport(todo))
+	table := reportMarkdown(info, todo, r.records, r.dataReport(todo)) +
+		againstReport(r.against, todo, summarize(todo, r.records, r.maxOther), r.records)
 	if err := os.WriteFile(filepath.Join(out, "report.md"), []byte(table), 0o644); err != nil {
 		return err
 	}
@@ -253,7 +259,7 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 			return rec
 		}
 		defer cleanup()
-		bin, args, env = "usersd", []string{"-addr", "127.0.0.1:0", "-db", db}, []string{"USERS_API_KEYS=" + apiKey}
+		bin, args, env = cmpOr(sc.bin, "usersd"), []string{"-addr", "127.0.0.1:0", "-db", db}, []string{"USERS_API_KEYS=" + apiKey}
 	case baselineHTTP:
 		bin, args = "baseline-http", []string{"-addr", "127.0.0.1:0", "-users", fmt.Sprint(sc.users)}
 	case baselineGRPC:

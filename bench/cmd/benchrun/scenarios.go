@@ -38,6 +38,7 @@ type scenario struct {
 	// backend for usersd (the baselines hold 1,000 users in a map). Read-only usersd runs share the
 	// cached data set; write runs get a fresh copy.
 	server  serverKind
+	bin     string // the usersd build: "" for the one of this checkout, againstBin for --against's
 	backend backend
 	users   int
 	load    load

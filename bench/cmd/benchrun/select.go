@@ -57,7 +57,7 @@ func (r *runner) scenariosToRun() ([]scenario, error) {
 	case r.only != nil:
 		// Every scenario -only can name: the protocol ones, and the scale ones at the usual sizes and
 		// any that -sizes adds, on both backends.
-		known := protocolScenarios()
+		known := append(protocolScenarios(), shapeScenarios()...)
 		sizes := []int{1_000, 1_000_000, 10_000_000}
 		for _, n := range r.sizes {
 			if !slices.Contains(sizes, n) {
@@ -79,6 +79,8 @@ func (r *runner) scenariosToRun() ([]scenario, error) {
 				return nil, fmt.Errorf("no scenario %q", id)
 			}
 		}
+	case r.shapes:
+		todo = shapeScenarios()
 	case r.sizes != nil:
 		for _, b := range r.backends {
 			for _, n := range r.sizes {
