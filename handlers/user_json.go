@@ -10,56 +10,103 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	usersv1 "usersd/gen/users/v1"
 )
 
+// userJSONField is one field of User as the direct encoder writes it: its shape in the schema and
+// the generated getter that reads it (the one matching the kind).
+type userJSONField struct {
+	fieldShape
+	int32Of  func(*usersv1.User) int32
+	stringOf func(*usersv1.User) string
+	stampOf  func(*usersv1.User) *timestamppb.Timestamp
+}
+
+// userJSONFields is every field the encoder writes, in the order it writes them. The encoder walks
+// this table, and userJSONMismatch compares the same table to User's descriptor, so the fields that
+// are written and the fields that are checked cannot drift apart.
+var userJSONFields = [...]userJSONField{
+	{fieldShape: fieldShape{number: 1, jsonName: "id", kind: protoreflect.Int32Kind}, int32Of: (*usersv1.User).GetId},
+	{fieldShape: fieldShape{number: 2, jsonName: "name", kind: protoreflect.StringKind}, stringOf: (*usersv1.User).GetName},
+	{fieldShape: fieldShape{number: 3, jsonName: "role", kind: protoreflect.StringKind}, stringOf: (*usersv1.User).GetRole},
+	{fieldShape: fieldShape{number: 4, jsonName: "createdAt", kind: protoreflect.MessageKind, message: timestampName}, stampOf: (*usersv1.User).GetCreatedAt},
+	{fieldShape: fieldShape{number: 5, jsonName: "updatedAt", kind: protoreflect.MessageKind, message: timestampName}, stampOf: (*usersv1.User).GetUpdatedAt},
+	{fieldShape: fieldShape{number: 6, jsonName: "etag", kind: protoreflect.StringKind}, stringOf: (*usersv1.User).GetEtag},
+}
+
+// timestampName is the one message type the encoder writes, in appendTimestamp.
+var timestampName = (&timestamppb.Timestamp{}).ProtoReflect().Descriptor().FullName()
+
+// userJSONMismatch says how User's descriptor differs from userJSONFields; while it is not nil the
+// encoder declines every user (see matchFields for why it does not panic).
+var userJSONMismatch = matchFields((&usersv1.User{}).ProtoReflect().Descriptor(), userJSONShapes())
+
+// userJSONShapes is the shape of each field of userJSONFields.
+func userJSONShapes() []fieldShape {
+	shapes := make([]fieldShape, len(userJSONFields))
+	for i, f := range userJSONFields {
+		shapes[i] = f.fieldShape
+	}
+	return shapes
+}
+
 // appendUserJSON appends the protojson form of u to b. It reports false, with b unchanged, when u
-// needs protojson itself: unknown fields, a string that is not valid UTF-8 (an error there), or a
-// timestamp out of protojson's range.
+// needs protojson itself: unknown fields, a string that is not valid UTF-8 (an error there), a
+// timestamp out of protojson's range, or a schema that userJSONFields no longer describes.
 func appendUserJSON(b []byte, u *usersv1.User) ([]byte, bool) {
-	if len(u.ProtoReflect().GetUnknown()) > 0 {
+	if userJSONMismatch != nil || len(u.ProtoReflect().GetUnknown()) > 0 {
 		return b, false
 	}
 	start := len(b)
-	ok := true
-	// protojson writes fields in the order the .proto declares them and leaves out zero values.
 	b = append(b, '{')
-	if u.GetId() != 0 {
-		b = append(b, `"id":`...)
-		b = strconv.AppendInt(b, int64(u.GetId()), 10)
-	}
-	for _, f := range [...]struct {
-		name  string
-		value string
-		stamp *timestamppb.Timestamp
-	}{
-		{name: "name", value: u.GetName()},
-		{name: "role", value: u.GetRole()},
-		{name: "createdAt", stamp: u.GetCreatedAt()},
-		{name: "updatedAt", stamp: u.GetUpdatedAt()},
-		{name: "etag", value: u.GetEtag()},
-	} {
-		if !ok || f.value == "" && f.stamp == nil {
-			continue
+	// protojson writes fields in the order the .proto declares them and leaves out zero values.
+	for i := range userJSONFields {
+		f := &userJSONFields[i]
+		ok := true
+		switch f.kind {
+		case protoreflect.Int32Kind:
+			v := f.int32Of(u)
+			if v == 0 {
+				continue
+			}
+			b = appendJSONName(b, start, f.jsonName)
+			b = strconv.AppendInt(b, int64(v), 10)
+		case protoreflect.StringKind:
+			v := f.stringOf(u)
+			if v == "" {
+				continue
+			}
+			b = appendJSONName(b, start, f.jsonName)
+			b, ok = appendJSONString(b, v)
+		case protoreflect.MessageKind:
+			v := f.stampOf(u)
+			if v == nil {
+				continue
+			}
+			b = appendJSONName(b, start, f.jsonName)
+			b, ok = appendTimestamp(b, v)
+		default:
+			ok = false // a kind added to the table without code to write it
 		}
-		if len(b) > start+1 {
-			b = append(b, ',')
+		if !ok {
+			return b[:start], false
 		}
-		b = append(b, '"')
-		b = append(b, f.name...)
-		b = append(b, '"', ':')
-		if f.stamp != nil {
-			b, ok = appendTimestamp(b, f.stamp)
-		} else {
-			b, ok = appendJSONString(b, f.value)
-		}
-	}
-	if !ok {
-		return b[:start], false
 	}
 	return append(b, '}'), true
+}
+
+// appendJSONName writes "name": after a comma unless it is the first member of the object that
+// starts at b[start].
+func appendJSONName(b []byte, start int, name string) []byte {
+	if len(b) > start+1 {
+		b = append(b, ',')
+	}
+	b = append(b, '"')
+	b = append(b, name...)
+	return append(b, '"', ':')
 }
 
 // appendJSONString quotes s as protojson does: only ", \ and control characters are escaped, the
