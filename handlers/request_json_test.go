@@ -3,7 +3,9 @@ package handlers
 import (
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	usersv1 "usersd/gen/users/v1"
 )
@@ -49,4 +51,31 @@ func FuzzGetUserRequestJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkGetUserRequestJSON(t, data)
 	})
+}
+
+// TestGetUserRequestJSONReadsEveryFieldOfTheSchema ties the decoder to GetUserRequest's
+// descriptor: it sets every field the proto declares, through protoreflect, alone and all
+// together, has protojson write the request (compacted, as clients send it, and as protojson
+// writes it), and requires the direct decoder to decline each body or read what protojson reads.
+// It must take at least one, or the test would pass by a decoder that declines everything.
+func TestGetUserRequestJSONReadsEveryFieldOfTheSchema(t *testing.T) {
+	taken := 0
+	forEveryField((&usersv1.GetUserRequest{}).ProtoReflect(), func(_ protoreflect.FieldDescriptor, _ int, m protoreflect.Message) {
+		compact, err := marshalProtoJSON(m.Interface())
+		if err != nil {
+			return // protojson cannot write it, so no client sends it
+		}
+		raw, err := protojson.Marshal(m.Interface())
+		if err != nil {
+			t.Fatalf("protojson wrote %s compacted but refuses it as is: %v", compact, err)
+		}
+		for _, body := range [][]byte{compact, raw} {
+			if checkGetUserRequestJSON(t, body) {
+				taken++
+			}
+		}
+	})
+	if taken == 0 {
+		t.Errorf("the direct decoder declined every request protojson wrote (schema check: %v)", getUserRequestJSONMismatch)
+	}
 }

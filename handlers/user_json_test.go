@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	usersv1 "usersd/gen/users/v1"
@@ -92,4 +93,42 @@ func FuzzUserJSON(f *testing.F) {
 		}
 		checkUserJSON(t, u)
 	})
+}
+
+// TestUserJSONWritesEveryFieldOfTheSchema ties the encoder to User's descriptor rather than to a
+// list of fields written out here: it sets every field the proto declares, through protoreflect,
+// alone and all together, and requires protojson's bytes or a refusal each time. Each field must
+// be written directly at least once, and so must the first round of all fields, or the test would
+// pass by an encoder that declines everything; so a field the encoder does not write fails here,
+// whether the encoder leaves it out of its bytes or is switched off by the schema check.
+func TestUserJSONWritesEveryFieldOfTheSchema(t *testing.T) {
+	direct := map[protoreflect.FieldNumber]int{}
+	forEveryField((&usersv1.User{}).ProtoReflect(), func(alone protoreflect.FieldDescriptor, round int, m protoreflect.Message) {
+		u := m.Interface().(*usersv1.User)
+		want, wantErr := marshalProtoJSON(u)
+		got, ok := appendUserJSON([]byte("prefix"), u)
+		if !bytes.HasPrefix(got, []byte("prefix")) {
+			t.Fatalf("appendUserJSON lost what b held: %q", got)
+		}
+		got = got[len("prefix"):]
+		switch {
+		case !ok && len(got) != 0:
+			t.Errorf("declined %v but left %q behind", u, got)
+		case !ok && alone == nil && round == 0 && wantErr == nil:
+			t.Errorf("declined the first round of every field, %v, which protojson writes as %s (schema check: %v)", u, want, userJSONMismatch)
+		case ok && wantErr != nil:
+			t.Errorf("encoded %v as %s, but protojson refuses it: %v", u, got, wantErr)
+		case ok && !bytes.Equal(got, want):
+			t.Errorf("user %v:\n direct    %s\n protojson %s", u, got, want)
+		case ok && alone != nil:
+			direct[alone.Number()]++
+		}
+	})
+	fields := (&usersv1.User{}).ProtoReflect().Descriptor().Fields()
+	for i := range fields.Len() {
+		if fd := fields.Get(i); direct[fd.Number()] == 0 {
+			t.Errorf("field %d %s: the direct encoder declined every value, so it does not write this field (schema check: %v)",
+				fd.Number(), fd.Name(), userJSONMismatch)
+		}
+	}
 }
