@@ -40,10 +40,11 @@ func usersdBinary(t *testing.T) string {
 	return builtBinary
 }
 
-// startProcess starts the real binary on a loopback port and waits until it listens.
-func startProcess(t *testing.T, dbPath string) (*exec.Cmd, *testServer, <-chan []map[string]any) {
+// startProcess starts the real binary on a loopback port, with args added to its flags, and waits
+// until it listens.
+func startProcess(t *testing.T, dbPath string, args ...string) (*exec.Cmd, *testServer, <-chan []map[string]any) {
 	t.Helper()
-	cmd := exec.Command(usersdBinary(t), "-addr", "127.0.0.1:0", "-db", dbPath)
+	cmd := exec.Command(usersdBinary(t), append([]string{"-addr", "127.0.0.1:0", "-db", dbPath}, args...)...)
 	cmd.Env = append(os.Environ(), "USERS_API_KEYS="+testKey)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -114,6 +115,9 @@ func TestTheBinaryStopsCleanlyOnSignals(t *testing.T) {
 
 // TestMain removes the binary that the process tests built.
 func TestMain(m *testing.M) {
+	if os.Getenv(bareServerEnv) != "" {
+		serveBare() // the bare server of the idle connection test, never returns
+	}
 	code := m.Run()
 	if builtBinary != "" {
 		os.RemoveAll(filepath.Dir(builtBinary))
