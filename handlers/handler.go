@@ -50,6 +50,7 @@ const DefaultRequestTimeout = 10 * time.Second
 type Service struct {
 	http.Handler
 	health *storeHealth
+	routes []route // every route as registered, with who may call it: what the route tests drive
 }
 
 // Drain makes health checks (gRPC health and /health) answer NOT_SERVING from now on, while every
@@ -80,11 +81,11 @@ func New(cfg Config) (*Service, error) {
 	}
 	errs := &errorWriter{logger: cfg.Logger, rpc: connect.NewErrorWriter()} // addRoutes adds the RPC paths
 	health := &storeHealth{store: cfg.Store}
-	routes := newRouteTable(errs)
+	routes := newRouteTable(cfg.Keys, errs)
 	if err := addRoutes(routes, deps{Config: cfg, users: NewUsers(cfg.Store, cfg.Logger), errs: errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	return &Service{Handler: withMiddleware(cfg, errs, routes.serving), health: health}, nil
+	return &Service{Handler: withMiddleware(cfg, errs, routes.serving), health: health, routes: routes.routes}, nil
 }
 
 // withMiddleware wraps the routes in what every request passes through, outermost last. The order
@@ -101,26 +102,6 @@ func withMiddleware(cfg Config, errs *errorWriter, routes http.Handler) http.Han
 	h = withCORS(cfg.CORSOrigins, h)
 	h = withAccessLog(cfg.AccessLog, h)
 	return withRequestContext(cfg.RequestTimeout, cfg.TrustRequestID, h)
-}
-
-// routeTable holds every route twice. serving also has a catch-all, so that a request is matched
-// once and a miss reaches answerMiss; known has only the routes, and tells answerMiss whether a
-// miss is a 404 or a 405 and what Allow holds. (Asking one mux for the handler first and then
-// letting it serve matched every request twice.)
-type routeTable struct {
-	serving, known *http.ServeMux
-}
-
-func newRouteTable(errs *errorWriter) routeTable {
-	t := routeTable{serving: http.NewServeMux(), known: http.NewServeMux()}
-	t.serving.Handle("/", answerMiss(t.known, errs))
-	return t
-}
-
-// Handle adds a route to both muxes.
-func (t routeTable) Handle(pattern string, h http.Handler) {
-	t.serving.Handle(pattern, h)
-	t.known.Handle(pattern, h)
 }
 
 // withCleanPaths answers 404 for a path with dot segments or doubled slashes, or with

@@ -19,21 +19,20 @@ import (
 // compressMinBytes is the smallest RPC answer that is compressed when the client accepts it.
 const compressMinBytes = 4 << 10
 
-// router is where routes are added: a routeTable, or a plain mux.
-type router interface {
-	Handle(pattern string, handler http.Handler)
-}
-
-func addRoutes(mux router, d deps) error {
-	users, errs, keys := d.users, d.errs, d.Keys
-	protect := func(h http.Handler) http.Handler { return requireAPIKey(keys, errs, h) }
+func addRoutes(routes *routeTable, d deps) error {
+	users, errs := d.users, d.errs
 	// mountRPC mounts each method of an RPC service at its own path, and records the service's path
 	// with the error writer, so that the paths whose errors are written in the RPC protocol are
 	// exactly the ones mounted here. A method that is not mounted is then a miss under an RPC path,
 	// answered unimplemented in the caller's protocol (connect's handler would answer plain text).
-	mountRPC := func(path string, methods map[string]http.Handler) {
-		for method, h := range methods {
-			mux.Handle(path+method, h)
+	// A method needs a key unless it says why it only reads.
+	mountRPC := func(path string, h http.Handler, methods []rpcMethod) {
+		for _, m := range methods {
+			if m.reads == "" {
+				routes.protected(path+m.name, h)
+			} else {
+				routes.public(path+m.name, h, m.reads)
+			}
 		}
 		errs.rpcPrefixes = append(errs.rpcPrefixes, path)
 	}
@@ -50,49 +49,49 @@ func addRoutes(mux router, d deps) error {
 	// RPC: gRPC, gRPC-Web and Connect on one handler. Every method that is not marked
 	// NO_SIDE_EFFECTS in the proto changes data and needs a key, so a new RPC is protected by default.
 	usersPath, usersRPC := usersv1connect.NewUsersHandler(users, rpcOptions...)
-	usersMethods := map[string]http.Handler{}
-	for _, m := range rpcMethods(usersv1.File_users_v1_users_proto.Services().ByName("Users")) {
-		usersMethods[m.name] = usersRPC
-		if m.writes {
-			usersMethods[m.name] = protect(usersRPC)
-		}
-	}
-	mountRPC(usersPath, usersMethods)
+	mountRPC(usersPath, usersRPC, rpcMethods(usersv1.File_users_v1_users_proto.Services().ByName("Users")))
 	healthPath, healthRPC := grpchealth.NewHandler(d.health, rpcOptions...)
-	mountRPC(healthPath, map[string]http.Handler{"Check": healthRPC, "Watch": healthRPC})
+	mountRPC(healthPath, healthRPC, []rpcMethod{
+		{name: "Check", reads: "it answers the serving status"},
+		{name: "Watch", reads: "it streams the serving status"},
+	})
 	reflector := grpcreflect.NewStaticReflector(usersv1connect.UsersName, grpchealth.HealthV1ServiceName)
 	for _, newReflection := range []func(*grpcreflect.Reflector, ...connect.HandlerOption) (string, http.Handler){
 		grpcreflect.NewHandlerV1, grpcreflect.NewHandlerV1Alpha,
 	} {
 		reflectionPath, reflection := newReflection(reflector, rpcOptions...)
-		mountRPC(reflectionPath, map[string]http.Handler{"ServerReflectionInfo": reflection})
+		mountRPC(reflectionPath, reflection, []rpcMethod{{name: "ServerReflectionInfo", reads: "it only describes the services"}})
 	}
 
 	// REST: reads are public, writes need a key.
-	mux.Handle("GET /users", listUsersREST(users, errs))
-	mux.Handle("POST /users", protect(createUserREST(users, errs)))
-	mux.Handle("GET /users/{id}", getUserREST(users, errs))
-	mux.Handle("PUT /users/{id}", protect(replaceUserREST(users, errs)))
-	mux.Handle("PATCH /users/{id}", protect(updateUserREST(users, errs)))
-	mux.Handle("DELETE /users/{id}", protect(deleteUserREST(users, errs)))
-	mux.Handle("GET /users/{id}/posts", listPostsREST(users, errs))
-	mux.Handle("POST /users/{id}/posts", protect(createPostREST(users, errs)))
+	routes.public("GET /users", listUsersREST(users, errs), "")
+	routes.protected("POST /users", createUserREST(users, errs))
+	routes.public("GET /users/{id}", getUserREST(users, errs), "")
+	routes.protected("PUT /users/{id}", replaceUserREST(users, errs))
+	routes.protected("PATCH /users/{id}", updateUserREST(users, errs))
+	routes.protected("DELETE /users/{id}", deleteUserREST(users, errs))
+	routes.public("GET /users/{id}/posts", listPostsREST(users, errs), "")
+	routes.protected("POST /users/{id}/posts", createPostREST(users, errs))
 
 	// The service's own routes.
-	mux.Handle("GET /health", healthREST(d.health))
-	mux.Handle("GET /info", infoREST(errs))
-	mux.Handle("POST /echo", echoREST(errs))
-	mux.Handle("GET /private", protect(privateREST(errs)))
-	mux.Handle("GET /boom", boomREST())
+	routes.public("GET /health", healthREST(d.health), "")
+	routes.public("GET /info", infoREST(errs), "")
+	routes.public("POST /echo", echoREST(errs), "it only answers with the JSON it was sent")
+	routes.protected("GET /private", privateREST(errs))
+	routes.public("GET /boom", boomREST(), "")
 
 	// Static files at the root, each file its own route.
-	return addStaticRoutes(mux, web.Public)
+	if err := addStaticRoutes(routes, web.Public); err != nil {
+		return err
+	}
+	return routes.err
 }
 
-// rpcMethod is a method of an RPC service, and whether it may change data.
+// rpcMethod is a method of an RPC service. reads says why the method changes nothing; it is empty
+// for a method that may change data, which then needs a key.
 type rpcMethod struct {
-	name   string
-	writes bool
+	name  string
+	reads string
 }
 
 // rpcMethods lists the service's methods. Every method that is not marked NO_SIDE_EFFECTS may change
@@ -103,7 +102,11 @@ func rpcMethods(service protoreflect.ServiceDescriptor) []rpcMethod {
 	for i := range methods.Len() {
 		m := methods.Get(i)
 		options, _ := m.Options().(*descriptorpb.MethodOptions)
-		out = append(out, rpcMethod{name: string(m.Name()), writes: options.GetIdempotencyLevel() != descriptorpb.MethodOptions_NO_SIDE_EFFECTS})
+		method := rpcMethod{name: string(m.Name())}
+		if options.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS {
+			method.reads = "the proto marks it NO_SIDE_EFFECTS"
+		}
+		out = append(out, method)
 	}
 	return out
 }

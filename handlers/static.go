@@ -14,7 +14,7 @@ import (
 // every file as a route means the mux knows exactly which paths exist (404 elsewhere, 405 for other
 // methods), there are no directory listings, and no request path can reach outside fsys. Files and
 // folders whose names begin with a dot are not served.
-func addStaticRoutes(mux router, fsys fs.FS) error {
+func addStaticRoutes(routes *routeTable, fsys fs.FS) error {
 	return fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -50,9 +50,9 @@ func addStaticRoutes(mux router, fsys fs.FS) error {
 			w.Header().Set("Cache-Control", "no-cache")
 			http.ServeFileFS(w, r, fsys, name) // answers If-None-Match with 304, sets Content-Type
 		})
-		mux.Handle("GET /"+name, serve) // ServeFileFS redirects .../index.html to .../
+		routes.public("GET /"+name, serve, "") // ServeFileFS redirects .../index.html to .../
 		if path.Base(name) == "index.html" {
-			mux.Handle("GET "+strings.TrimSuffix("/"+name, "index.html")+"{$}", serve)
+			routes.public("GET "+strings.TrimSuffix("/"+name, "index.html")+"{$}", serve, "")
 		}
 		return nil
 	})
