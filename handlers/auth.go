@@ -18,17 +18,36 @@ const APIKeyHeader = "x-api-key"
 // APIKeys is a set of valid keys. Several keys may be valid at once, so that a key can be rotated
 // without downtime.
 type APIKeys struct {
-	// Only digests are kept: comparing fixed-length digests in constant time tells nothing about
-	// how long a key is or how much of it matched.
-	digests [][sha256.Size]byte
+	digests []keyDigest
 }
+
+// keyDigest is the SHA-256 digest of a key. Only digests are kept and compared: digests all have
+// one length, so comparing them in constant time tells nothing about how long a key is or how much
+// of it matched. The zero-length func array makes the type incomparable, so == (which may stop at
+// the first differing byte) does not compile, and constantTimeEqual is its only comparison.
+type keyDigest struct {
+	_   [0]func()
+	sum [sha256.Size]byte
+}
+
+func digestOf(key string) keyDigest { return keyDigest{sum: sha256.Sum256([]byte(key))} }
+
+// constantTimeEqual returns 1 if d and o are digests of the same key and 0 otherwise, in time that
+// does not depend on their content. It returns an int, as crypto/subtle does, so that a caller can
+// fold the answers for every key with | instead of stopping at a match.
+func (d *keyDigest) constantTimeEqual(o *keyDigest) int {
+	return subtle.ConstantTimeCompare(d.sum[:], o.sum[:])
+}
+
+// String is the hex digest, which names a caller in stored records without storing the key.
+func (d *keyDigest) String() string { return hex.EncodeToString(d.sum[:]) }
 
 // NewAPIKeys returns the set of the given keys; empty strings are ignored.
 func NewAPIKeys(keys ...string) *APIKeys {
 	k := &APIKeys{}
 	for _, key := range keys {
 		if key != "" {
-			k.digests = append(k.digests, sha256.Sum256([]byte(key)))
+			k.digests = append(k.digests, digestOf(key))
 		}
 	}
 	return k
@@ -49,12 +68,12 @@ func (k *APIKeys) caller(key string) (string, bool) {
 	if key == "" {
 		return "", false
 	}
-	digest := sha256.Sum256([]byte(key))
+	digest := digestOf(key)
 	match := 0
-	for _, d := range k.digests {
-		match |= subtle.ConstantTimeCompare(digest[:], d[:])
+	for i := range k.digests { // every key, even after a match, so that the time taken does not tell which one matched
+		match |= digest.constantTimeEqual(&k.digests[i])
 	}
-	return hex.EncodeToString(digest[:]), match == 1
+	return digest.String(), match == 1
 }
 
 type callerKey struct{}
