@@ -11,11 +11,14 @@ import (
 // only when every write to s goes through the returned Store, that is when no other process writes
 // to the same database: use it for SQLite, never for a PostgreSQL that replicas share.
 func WithUserCache(s Store, capacity int) Store {
-	return &userCache{Store: s, capacity: capacity, users: make(map[int32]User, capacity)}
+	return &userCache{next: s, capacity: capacity, users: make(map[int32]User, capacity)}
 }
 
+// userCache names next rather than embedding it, and forwards every method of Store by hand: a
+// method added to Store then fails to compile here until someone decides whether it must forget a
+// user, instead of reaching the database past the cache and leaving a stale user in it.
 type userCache struct {
-	Store
+	next     Store
 	capacity int
 
 	mu    sync.Mutex
@@ -24,6 +27,8 @@ type userCache struct {
 	// read, so a value read before a concurrent write can never be cached after it.
 	writes uint64
 }
+
+var _ Store = (*userCache)(nil)
 
 func (c *userCache) GetUser(ctx context.Context, id int32) (User, error) {
 	c.mu.Lock()
@@ -34,7 +39,7 @@ func (c *userCache) GetUser(ctx context.Context, id int32) (User, error) {
 	writesBefore := c.writes
 	c.mu.Unlock()
 
-	u, err := c.Store.GetUser(ctx, id)
+	u, err := c.next.GetUser(ctx, id)
 	if err != nil {
 		return u, err
 	}
@@ -60,12 +65,54 @@ func (c *userCache) forget(id int32) {
 	delete(c.users, id)
 }
 
+// Writes that change a user forget it whether they succeed or fail: an error does not prove that
+// nothing was written, and a reread costs one query.
+
 func (c *userCache) UpdateUser(ctx context.Context, id int32, changes UserChanges, ifVersion IfVersion) (User, error) {
 	defer c.forget(id)
-	return c.Store.UpdateUser(ctx, id, changes, ifVersion)
+	return c.next.UpdateUser(ctx, id, changes, ifVersion)
 }
 
 func (c *userCache) DeleteUser(ctx context.Context, id int32, ifVersion IfVersion) error {
 	defer c.forget(id)
-	return c.Store.DeleteUser(ctx, id, ifVersion)
+	return c.next.DeleteUser(ctx, id, ifVersion)
 }
+
+// Writes that change no stored user forget nothing. A new user's id cannot be cached yet: a read
+// of a missing user is not kept, and ids are never reused after a delete (the conformance suite
+// holds every backend to that).
+
+func (c *userCache) CreateUser(ctx context.Context, u NewUser, done *Completion[User]) (User, error) {
+	return c.next.CreateUser(ctx, u, done)
+}
+
+// CreatePost leaves the user row alone (no version bump), and a User holds nothing about its posts.
+func (c *userCache) CreatePost(ctx context.Context, userID int32, p NewPost, done *Completion[Post]) (Post, error) {
+	return c.next.CreatePost(ctx, userID, p, done)
+}
+
+func (c *userCache) BeginRequest(ctx context.Context, key RequestKey, hash []byte) (Reservation, *Answer, error) {
+	return c.next.BeginRequest(ctx, key, hash)
+}
+
+func (c *userCache) AbandonRequest(ctx context.Context, r Reservation) error {
+	return c.next.AbandonRequest(ctx, r)
+}
+
+func (c *userCache) DeleteExpiredRequests(ctx context.Context, limit int) (int, error) {
+	return c.next.DeleteExpiredRequests(ctx, limit)
+}
+
+// Reads other than GetUser are not cached: lists change with every write to any user.
+
+func (c *userCache) ListUsers(ctx context.Context, q UserQuery) (Page[User], error) {
+	return c.next.ListUsers(ctx, q)
+}
+
+func (c *userCache) ListPosts(ctx context.Context, userID int32, q PostQuery) (Page[Post], error) {
+	return c.next.ListPosts(ctx, userID, q)
+}
+
+func (c *userCache) Ping(ctx context.Context) error { return c.next.Ping(ctx) }
+
+func (c *userCache) Close() error { return c.next.Close() }

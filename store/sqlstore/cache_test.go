@@ -2,8 +2,10 @@ package sqlstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -117,4 +119,154 @@ func TestTheUserCacheDropsAReadThatAWriteOvertook(t *testing.T) {
 		t.Fatalf("after the write the cache serves %q, %v; want the written user", got.Name, err)
 	}
 	close(slow.read)
+}
+
+// notWrites are the methods of store.Store that change nothing stored. Every other method writes,
+// and TestEveryWriteThroughTheUserCacheIsSeen must have a case that calls it.
+var notWrites = []string{"GetUser", "ListUsers", "ListPosts", "Ping", "Close"}
+
+// cacheWrite is one write through the cache, made while the cache holds user u.
+type cacheWrite struct {
+	name   string
+	method string // the store.Store method that the case is for
+	// write calls method on cached. It may write to db behind the cache first, to see what the
+	// cache does on a write that fails.
+	write func(ctx context.Context, cached, db store.Store, u store.User) error
+	// wantErr is the error that write must return; nil for success.
+	wantErr error
+	// changesUser says whether, afterwards, the stored u differs from the u the cache held.
+	changesUser bool
+}
+
+var cacheWrites = []cacheWrite{
+	{name: "a rename", method: "UpdateUser", changesUser: true,
+		write: func(ctx context.Context, cached, _ store.Store, u store.User) error {
+			name := "renamed"
+			_, err := cached.UpdateUser(ctx, u.ID, store.UserChanges{Name: &name}, store.IfVersion{u.Version})
+			return err
+		}},
+	{name: "an update that fails its precondition", method: "UpdateUser", changesUser: true, wantErr: store.ErrVersionMismatch,
+		write: func(ctx context.Context, cached, db store.Store, u store.User) error {
+			// Behind the cache's back, which only a test does: the failure is then the cache's
+			// only chance to learn that the user it holds is stale.
+			role := "changed elsewhere"
+			if _, err := db.UpdateUser(ctx, u.ID, store.UserChanges{Role: &role}, nil); err != nil {
+				return err
+			}
+			name := "renamed"
+			_, err := cached.UpdateUser(ctx, u.ID, store.UserChanges{Name: &name}, store.IfVersion{u.Version})
+			return err
+		}},
+	{name: "a delete", method: "DeleteUser", changesUser: true,
+		write: func(ctx context.Context, cached, _ store.Store, u store.User) error {
+			return cached.DeleteUser(ctx, u.ID, store.IfVersion{u.Version})
+		}},
+	{name: "a create of another user", method: "CreateUser",
+		write: func(ctx context.Context, cached, _ store.Store, _ store.User) error {
+			_, err := cached.CreateUser(ctx, store.NewUser{Name: "another"}, nil)
+			return err
+		}},
+	{name: "a post by the user", method: "CreatePost",
+		write: func(ctx context.Context, cached, _ store.Store, u store.User) error {
+			_, err := cached.CreatePost(ctx, u.ID, store.NewPost{Title: "hello"}, nil)
+			return err
+		}},
+	{name: "a request begun and abandoned", method: "BeginRequest", // and AbandonRequest
+		write: func(ctx context.Context, cached, _ store.Store, _ store.User) error {
+			r, _, err := cached.BeginRequest(ctx, store.RequestKey{Caller: "caller", Key: "key"}, []byte("hash"))
+			if err != nil {
+				return err
+			}
+			return cached.AbandonRequest(ctx, r)
+		}},
+	{name: "an abandoned request that is no longer held", method: "AbandonRequest",
+		write: func(ctx context.Context, cached, _ store.Store, _ store.User) error {
+			return cached.AbandonRequest(ctx, store.Reservation{RequestKey: store.RequestKey{Caller: "caller", Key: "key"}, Token: "gone"})
+		}},
+	{name: "a sweep of expired requests", method: "DeleteExpiredRequests",
+		write: func(ctx context.Context, cached, _ store.Store, _ store.User) error {
+			_, err := cached.DeleteExpiredRequests(ctx, 10)
+			return err
+		}},
+}
+
+// TestEveryWriteThroughTheUserCacheIsSeen holds a user in the cache, writes through the cache with
+// each write method of store.Store in turn, and reads the user again: the cache must answer what the
+// database holds, the new user or ErrNotFound. A method added to store.Store fails the test until it
+// is listed in notWrites or has a case.
+func TestEveryWriteThroughTheUserCacheIsSeen(t *testing.T) {
+	covered := map[string]bool{}
+	for _, name := range notWrites {
+		covered[name] = true
+	}
+	for _, w := range cacheWrites {
+		covered[w.method] = true
+	}
+	storeType := reflect.TypeFor[store.Store]()
+	for m := range storeType.Methods() {
+		if !covered[m.Name] {
+			t.Errorf("store.Store.%s has no case here: add one, or list it in notWrites if it writes nothing", m.Name)
+		}
+		delete(covered, m.Name)
+	}
+	for name := range covered {
+		t.Errorf("%s is listed here but is no method of store.Store", name)
+	}
+
+	for _, w := range cacheWrites {
+		t.Run(w.method+": "+w.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := open(t, filepath.Join(t.TempDir(), "users.db"))
+			defer db.Close()
+			cached := store.WithUserCache(db, 10)
+			held, err := db.CreateUser(ctx, store.NewUser{Name: "held", Role: "reader"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cached.GetUser(ctx, held.ID); err != nil { // now in the cache
+				t.Fatal(err)
+			}
+
+			if err := w.write(ctx, cached, db, held); !errors.Is(err, w.wantErr) {
+				t.Fatalf("the write: %v, want %v", err, w.wantErr)
+			}
+
+			stored, storedErr := db.GetUser(ctx, held.ID)
+			if changed := storedErr != nil || stored.Version != held.Version; changed != w.changesUser {
+				t.Fatalf("the stored user changed: %v (%+v, %v), want %v", changed, stored, storedErr, w.changesUser)
+			}
+			got, err := cached.GetUser(ctx, held.ID)
+			if errors.Is(storedErr, store.ErrNotFound) {
+				if !errors.Is(err, store.ErrNotFound) {
+					t.Fatalf("the cache serves %+v, %v; want ErrNotFound, as the database says", got, err)
+				}
+				return
+			}
+			if err != nil || storedErr != nil || got != stored {
+				t.Fatalf("the cache serves %+v, %v; the database holds %+v, %v", got, err, stored, storedErr)
+			}
+		})
+	}
+}
+
+// TestTheUserCacheServesAUserItRead shows that the cases above test something: a user the cache
+// has read is served from memory, even after the database changed behind it.
+func TestTheUserCacheServesAUserItRead(t *testing.T) {
+	ctx := context.Background()
+	db := open(t, filepath.Join(t.TempDir(), "users.db"))
+	defer db.Close()
+	cached := store.WithUserCache(db, 10)
+	u, err := db.CreateUser(ctx, store.NewUser{Name: "held"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cached.GetUser(ctx, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteUser(ctx, u.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cached.GetUser(ctx, u.ID); err != nil || got != u {
+		t.Fatalf("after a delete behind the cache: %+v, %v; want the user it read", got, err)
+	}
 }
