@@ -2,6 +2,7 @@
 // API key (asked for once, kept for the browser tab) sent on every call that writes.
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Users } from "./gen/users/v1/users_pb";
 
 const keyStorage = "usersd.apiKey";
@@ -16,11 +17,13 @@ export function setAPIKey(key: string): void {
   else sessionStorage.removeItem(keyStorage);
 }
 
-/** Methods that only read; every other one changes data and needs the key (as on the server). */
-const readOnly = new Set(["GetUser", "ListUsers", "ListUserPosts"]);
-
+/**
+ * Sends the key on every method that the proto does not mark `idempotency_level = NO_SIDE_EFFECTS`:
+ * the server (handlers/routes.go) protects a method by the same mark, so the two cannot disagree
+ * about a new method.
+ */
 const sendKey: Interceptor = (next) => async (req) => {
-  if (!readOnly.has(req.method.name) && apiKey()) {
+  if (req.method.idempotency !== MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS && apiKey()) {
     req.header.set("x-api-key", apiKey());
   }
   try {
