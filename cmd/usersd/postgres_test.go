@@ -332,7 +332,7 @@ func TestTheDatabasePasswordNeverReachesTheLog(t *testing.T) {
 			t.Fatalf("no listening line in the log:\n%s", s.logs)
 		}
 	}
-	err := run(t.Context(), []string{"-db", "postgres://user:" + password + "@127.0.0.1:1/none"}, func(name string) string {
+	err := run(t.Context(), nil, []string{"-db", "postgres://user:" + password + "@127.0.0.1:1/none"}, func(name string) string {
 		if name == "USERS_API_KEYS" {
 			return testKey
 		}

@@ -3,7 +3,10 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,11 +43,11 @@ func usersdBinary(t *testing.T) string {
 	return builtBinary
 }
 
-// startProcess starts the real binary on a loopback port, with args added to its flags, and waits
-// until it listens.
-func startProcess(t *testing.T, dbPath string, args ...string) (*exec.Cmd, *testServer, <-chan []map[string]any) {
+// startProcess starts the real binary on a loopback port, with any extra flags, and waits until it
+// listens.
+func startProcess(t *testing.T, dbPath string, flags ...string) (*exec.Cmd, *testServer, <-chan []map[string]any) {
 	t.Helper()
-	cmd := exec.Command(usersdBinary(t), append([]string{"-addr", "127.0.0.1:0", "-db", dbPath}, args...)...)
+	cmd := exec.Command(usersdBinary(t), append([]string{"-addr", "127.0.0.1:0", "-db", dbPath}, flags...)...)
 	cmd.Env = append(os.Environ(), "USERS_API_KEYS="+testKey)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -109,6 +112,82 @@ func TestTheBinaryStopsCleanlyOnSignals(t *testing.T) {
 			if res := again.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users/%d", id)}); res.status != 200 {
 				t.Fatalf("the user written before %v: %d %s", sig, res.status, res.body)
 			}
+		})
+	}
+}
+
+// TestASecondSignalStopsTheDrainAtOnce holds the drain open with a create whose body stops half
+// way, signals once, then again: the process must exit at once, long before the minute that its
+// flags let the drain take, with a failure status, having said why in its log.
+func TestASecondSignalStopsTheDrainAtOnce(t *testing.T) {
+	cases := []struct {
+		name          string
+		first, second syscall.Signal
+		flags         []string
+	}{
+		{"SIGTERM, then SIGINT while requests finish", syscall.SIGTERM, syscall.SIGINT, []string{"-shutdown-grace", "1m"}},
+		{"Ctrl-C twice while requests finish", syscall.SIGINT, syscall.SIGINT, []string{"-shutdown-grace", "1m"}},
+		{"SIGTERM twice while health says NOT_SERVING", syscall.SIGTERM, syscall.SIGTERM, []string{"-drain-delay", "1m"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dbPath := filepath.Join(t.TempDir(), "users.db")
+			cmd, s, logs := startProcess(t, dbPath, c.flags...)
+
+			body, held := io.Pipe()
+			defer held.Close()
+			req, err := http.NewRequest("POST", s.baseURL+"/users", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.ContentLength = 100 // more than will ever come
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("x-api-key", testKey)
+			go func() {
+				if res, err := (&http.Client{Transport: &http.Transport{}}).Do(req); err == nil {
+					res.Body.Close()
+				}
+			}()
+			if _, err := held.Write([]byte(`{"name":`)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond) // for the server to be reading the body
+
+			if err := cmd.Process.Signal(c.first); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			select {
+			case err := <-exited:
+				t.Fatalf("exited (%v) on the first signal: the held request did not hold the drain", err)
+			case <-time.After(time.Second):
+			}
+
+			signalled := time.Now()
+			if err := cmd.Process.Signal(c.second); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-exited:
+				var exit *exec.ExitError
+				if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+					t.Fatalf("exit after the second signal: %v, want status 1", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("still running 10s after the second signal (%v): it waits out the drain", c.second)
+			}
+			t.Logf("exited %s after the second signal", time.Since(signalled).Round(time.Millisecond))
+
+			var said, stopped bool
+			for _, line := range <-logs {
+				said = said || line["msg"] == "stopping at once: a second signal came during the drain" && line["signal"] == c.second.String()
+				stopped = stopped || line["msg"] == "stopped"
+			}
+			if !said || stopped {
+				t.Fatalf(`logged why it stopped at once: %v, want true; logged "stopped": %v, want false`, said, stopped)
+			}
+			integrityCheck(t, dbPath) // the store was closed, or at least left whole
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"usersd/coalesce"
@@ -21,9 +22,11 @@ import (
 // userCacheSize bounds the users kept in memory on SQLite: about 300 bytes each.
 const userCacheSize = 10_000
 
-// run serves until ctx is cancelled, then drains requests under way and closes the store last.
+// run serves until ctx is cancelled, then drains requests under way and closes the store last. A
+// value on again (main sends a second SIGINT or SIGTERM there) ends the drain at once: run closes
+// the store, and returns an error if that leaves requests unanswered. A nil again never ends it.
 // Logs go to stdout as JSON lines; the first line about the listener says which address it took.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		return err
@@ -82,15 +85,33 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case <-ctx.Done():
 	}
 
+	// An operator who signals again will not wait for the drain: hurried ends both of its waits.
+	hurried, hurry := context.WithCancelCause(context.Background())
+	defer hurry(nil)
+	go func() {
+		select {
+		case sig := <-again:
+			logger.Warn("stopping at once: a second signal came during the drain", "signal", sig.String())
+			hurry(fmt.Errorf("a second signal (%s) during the drain", sig))
+		case <-hurried.Done():
+		}
+	}()
+
 	// Health says NOT_SERVING first, while every route still works, so that load balancers move new
 	// requests elsewhere; then the server stops accepting and lets requests under way finish.
 	service.Drain()
 	logger.Info("draining", "delay", cfg.drainDelay.String())
-	time.Sleep(cfg.drainDelay)
+	select {
+	case <-time.After(cfg.drainDelay):
+	case <-hurried.Done():
+	}
 	logger.Info("shutting down", "grace", cfg.shutdownGrace.String())
-	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
+	drainCtx, cancel := context.WithTimeout(hurried, cfg.shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(drainCtx); err != nil {
+		if cause := context.Cause(hurried); cause != nil {
+			return fmt.Errorf("shutdown: %w: stopped with requests still under way", cause)
+		}
 		return fmt.Errorf("shutdown: requests still under way after %s: %w", cfg.shutdownGrace, err)
 	}
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {

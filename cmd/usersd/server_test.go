@@ -48,7 +48,7 @@ func startServerOn(t *testing.T, dbPath string, env map[string]string) *testServ
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-db", dbPath}, getenv, logs, io.Discard)
+		done <- run(ctx, nil, []string{"-addr", "127.0.0.1:0", "-db", dbPath}, getenv, logs, io.Discard)
 	}()
 	var addr string
 	select {
