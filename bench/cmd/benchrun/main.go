@@ -36,7 +36,9 @@ type runner struct {
 	million   bool
 	shapes    bool   // run shapeScenarios
 	against   string // the revision that -bin's usersd-against was built at; "" for none
-	only      map[string]bool
+	// profileDir, when set, gets a CPU profile of every run of this checkout's usersd (profile.go).
+	profileDir string
+	only       map[string]bool
 	// sizes and backends select the scale scenarios (scale.go); empty runs the default ones.
 	sizes    []int
 	backends []backend
@@ -103,6 +105,7 @@ func main() {
 	var out, only, command, commit, sizes, backends string
 	var quick bool
 	flag.BoolVar(&r.shapes, "shapes", false, "run GetUser on REST, Connect and gRPC at 1x1, 16x1 and 16x16 connections x streams")
+	flag.StringVar(&r.profileDir, "profile", "", "write a CPU profile of each usersd run to this folder (for default.pgo; profiled figures are not for quoting)")
 	flag.StringVar(&r.against, "against", "", "also run every usersd scenario on "+againstBin+" in -bin, built at this revision, and compare")
 	flag.StringVar(&r.bin, "bin", "", "folder with the built usersd, baseline-http, baseline-grpc and seed")
 	flag.StringVar(&r.wrkScript, "wrk-script", "", "bench/wrk/bench.lua")
@@ -174,6 +177,11 @@ func (r *runner) main(out, command, commit string) error {
 	r.stopOnSignal()
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
+	}
+	if r.profileDir != "" {
+		if err := os.MkdirAll(r.profileDir, 0o755); err != nil {
+			return err
+		}
 	}
 	info := machineInfo(r, command, commit)
 
@@ -247,7 +255,7 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 	}
 	defer os.RemoveAll(dir) // the access log of a run can be large
 
-	var bin, db, dbName string
+	var bin, db, dbName, debug string // debug: the profiler's address, when this run is profiled
 	var args, env []string
 	var shared *fileState // the state of a shared SQLite file, which the run must leave as it was
 	switch sc.server {
@@ -260,6 +268,13 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 		}
 		defer cleanup()
 		bin, args, env = cmpOr(sc.bin, "usersd"), []string{"-addr", "127.0.0.1:0", "-db", db}, []string{"USERS_API_KEYS=" + apiKey}
+		if r.profileDir != "" && sc.bin == "" {
+			if debug, err = debugAddr(); err != nil {
+				rec.err = err
+				return rec
+			}
+			args = append(args, "-debug-addr", debug)
+		}
 	case baselineHTTP:
 		bin, args = "baseline-http", []string{"-addr", "127.0.0.1:0", "-users", fmt.Sprint(sc.users)}
 	case baselineGRPC:
@@ -298,7 +313,14 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 	if err != nil {
 		return fail(fmt.Errorf("warm-up: %w", err))
 	}
+	var profiled <-chan error
+	if debug != "" {
+		profiled = profileCPU(debug, r.duration, r.profilePath(round, sc))
+	}
 	m, err := r.measure(sc, srv, dbName, dir)
+	if profiled != nil {
+		err = errorsJoin(err, <-profiled)
+	}
 	if err != nil {
 		return fail(err)
 	}
