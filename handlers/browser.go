@@ -24,8 +24,8 @@ var (
 // withSecurityHeaders sets the headers that keep a browser from misreading an answer: no MIME
 // sniffing (a JSON error cannot be run as a script), the policy above, and no Referer sent on.
 // gRPC answers go without them: browsers cannot speak gRPC (they use gRPC-Web or Connect, which get
-// the headers), and HPACK-encoding some 300 bytes of headers on every call was a tenth of a gRPC
-// call's CPU. An answer is a gRPC answer only when a gRPC request reaches an RPC path: the content
+// the headers), and HPACK-encoding some 300 bytes of headers on every call was a visible share of a
+// gRPC call's CPU (docs/PERFORMANCE.md). An answer is a gRPC answer only when a gRPC request reaches an RPC path: the content
 // type is the client's to choose, and on any other route it must not take the headers away.
 func withSecurityHeaders(errs *errorWriter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
