@@ -3,6 +3,7 @@
 package handlers
 
 import (
+	"io/fs"
 	"net/http"
 
 	"connectrpc.com/connect"
@@ -13,6 +14,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/openapi"
 	"usersd/web"
 )
 
@@ -80,9 +82,12 @@ func addRoutes(routes *routeTable, d deps) error {
 	routes.protected("GET /private", privateREST(errs))
 	routes.public("GET /boom", boomREST(), "")
 
-	// Static files at the root, each file its own route.
-	if err := addStaticRoutes(routes, web.Public); err != nil {
-		return err
+	// The REST contract (/openapi.json) and the static files of the page at the root, each file
+	// its own route.
+	for _, files := range []fs.FS{openapi.FS, web.Public} {
+		if err := addStaticRoutes(routes, files); err != nil {
+			return err
+		}
 	}
 	return routes.err
 }

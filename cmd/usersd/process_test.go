@@ -198,6 +198,9 @@ func TestMain(m *testing.M) {
 		serveBare() // the bare server of the idle connection test, never returns
 	}
 	code := m.Run()
+	if !contract.report(os.Stdout, testing.Verbose()) && code == 0 {
+		code = 1
+	}
 	if builtBinary != "" {
 		os.RemoveAll(filepath.Dir(builtBinary))
 	}

@@ -144,15 +144,16 @@ func (l *logWatcher) String() string {
 }
 
 // The two ways a client reaches the port: HTTP/1.1, and HTTP/2 without TLS (h2c, prior knowledge).
+// Both check every answer against the REST contract (contract_test.go).
 var (
-	http1Client = &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
+	http1Client = &http.Client{Transport: checkedTransport{&http.Transport{}}, Timeout: 30 * time.Second}
 	h2cClient   = newH2CClient()
 )
 
 func newH2CClient() *http.Client {
 	var protocols http.Protocols
 	protocols.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: &protocols}, Timeout: 30 * time.Second}
+	return &http.Client{Transport: checkedTransport{&http.Transport{Protocols: &protocols}}, Timeout: 30 * time.Second}
 }
 
 // transports names the clients that every REST case runs over.

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"usersd/openapi"
+)
+
+// The REST contract, checked on every request the end-to-end tests send through http1Client and
+// h2cClient: each answer of a route that /openapi.json describes must be one of the statuses the
+// document lists for it, with the headers and body it describes; a request the document says is
+// invalid must not succeed; and a JSON error anywhere else must be {"error": "..."}. The checks
+// see the answer when the test has read it to the end. TestMain fails the package on any mismatch
+// and, with -v, says what was checked.
+
+// contract is the loaded document and what the checks found.
+var contract = newContractChecker()
+
+type contractChecker struct {
+	doc    *openapi3.T
+	router routers.Router
+	errs   *openapi3.Schema
+
+	mu         sync.Mutex
+	validated  int                    // answers checked against an operation
+	statuses   map[string]map[int]int // operation id -> status -> answers seen
+	mismatches []string
+}
+
+func newContractChecker() *contractChecker {
+	doc, err := openapi3.NewLoader().LoadFromData(openapi.Document())
+	if err != nil {
+		panic(fmt.Sprintf("openapi.json does not load: %v", err))
+	}
+	// The document's one server is "/", relative to wherever it is served; the tests' servers run on
+	// ports of their own, so operations are matched by path and method alone.
+	doc.Servers = nil
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		panic(fmt.Sprintf("openapi.json: %v", err))
+	}
+	return &contractChecker{doc: doc, router: router, errs: doc.Components.Schemas["Error"].Value, statuses: map[string]map[int]int{}}
+}
+
+// checkedTransport sends requests with next and checks each answer against the contract.
+type checkedTransport struct{ next http.RoundTripper }
+
+func (c checkedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if isRPCPath(r.URL.Path) || r.Method == http.MethodHead || strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+		// RPCs have their own contract, the proto, and gRPC sent to any path is answered in gRPC;
+		// HEAD has no body to check.
+		return c.next.RoundTrip(r)
+	}
+	route, params := contract.findRoute(r)
+	var requestBody []byte
+	haveRequestBody := false
+	if route != nil && r.GetBody != nil { // a body the client can send again: a copy is free to read
+		if body, err := r.GetBody(); err == nil {
+			requestBody, err = io.ReadAll(body)
+			haveRequestBody = err == nil
+			body.Close()
+		}
+	}
+	res, err := c.next.RoundTrip(r)
+	if err != nil {
+		return res, err
+	}
+	if res.StatusCode == http.StatusRequestHeaderFieldsTooLarge {
+		return res, nil // net/http's own plain-text answer, before any handler runs (the README's limits)
+	}
+	res.Body = &checkedBody{ReadCloser: res.Body, done: func(body []byte) {
+		if route == nil {
+			contract.checkErrorBody(r, res, body)
+			return
+		}
+		contract.check(r, route, params, requestBody, haveRequestBody, res, body)
+	}}
+	return res, nil
+}
+
+// isRPCPath reports whether path has the shape of an RPC, /package.Service/Method.
+func isRPCPath(path string) bool {
+	service, method, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	return ok && strings.Contains(service, ".") && method != "" && !strings.Contains(method, "/")
+}
+
+// findRoute returns the operation of the document that r asks for, or nil.
+func (c *contractChecker) findRoute(r *http.Request) (*routers.Route, map[string]string) {
+	route, params, err := c.router.FindRoute(r)
+	// The router also lets a path parameter match nothing (PUT /users as /users/{id}).
+	if err != nil || strings.Count(route.Path, "/") != strings.Count(r.URL.Path, "/") {
+		return nil, nil
+	}
+	return route, params
+}
+
+// checkedBody keeps what is read of an answer and hands it to done at the end, once.
+type checkedBody struct {
+	io.ReadCloser
+	read bytes.Buffer
+	done func(body []byte)
+	once sync.Once
+}
+
+func (b *checkedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.read.Write(p[:n])
+	if err == io.EOF {
+		b.once.Do(func() { b.done(b.read.Bytes()) })
+	}
+	return n, err
+}
+
+func (c *contractChecker) check(r *http.Request, route *routers.Route, params map[string]string, requestBody []byte, haveRequestBody bool, res *http.Response, body []byte) {
+	ctx := context.Background()
+	options := &openapi3filter.Options{
+		// The service ignores output-only fields in a body (the README says so); the document marks
+		// them readOnly, which a strict reading forbids in requests.
+		ExcludeReadOnlyValidations: true,
+		ExcludeRequestBody:         !haveRequestBody,
+		AuthenticationFunc:         openapi3filter.NoopAuthenticationFunc,
+		MultiError:                 true,
+	}
+	in := &openapi3filter.RequestValidationInput{Request: r.Clone(ctx), PathParams: params, Route: route, Options: options}
+	in.Request.Body = io.NopCloser(bytes.NewReader(requestBody))
+	requestErr := openapi3filter.ValidateRequest(ctx, in)
+	what := fmt.Sprintf("%s %s (%s)", r.Method, shorten(r.URL.RequestURI()), route.Operation.OperationID)
+	if requestErr != nil && res.StatusCode < 300 {
+		c.mismatch("%s answered %d to a request the document says is invalid: %v", what, res.StatusCode, requestErr)
+	}
+	out := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: res.StatusCode, Header: res.Header,
+		Body: io.NopCloser(bytes.NewReader(body)), Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+		c.mismatch("%s: the answer %d %s does not match the document: %v", what, res.StatusCode, shorten(string(body)), err)
+	}
+	if err := c.checkResponseHeaders(route.Operation, res); err != nil {
+		c.mismatch("%s: %v", what, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.validated++
+	if c.statuses[route.Operation.OperationID] == nil {
+		c.statuses[route.Operation.OperationID] = map[int]int{}
+	}
+	c.statuses[route.Operation.OperationID][res.StatusCode]++
+}
+
+// checkResponseHeaders requires every header the document describes for the answer's status
+// (openapi3filter checks the values of those present, not that they are there).
+func (c *contractChecker) checkResponseHeaders(op *openapi3.Operation, res *http.Response) error {
+	described := op.Responses.Status(res.StatusCode)
+	if described == nil || described.Value == nil {
+		return nil // ValidateResponse has said so already
+	}
+	for name, h := range described.Value.Headers {
+		optional := name == "Idempotent-Replayed" || name == "Link" && res.Header.Get("X-Total-Count") == "0"
+		if h.Value != nil && res.Header.Get(name) == "" && !optional {
+			return fmt.Errorf("the answer %d has no %s header, which the document promises", res.StatusCode, name)
+		}
+	}
+	return nil
+}
+
+// checkErrorBody requires {"error": "..."} of a JSON error outside the document's operations:
+// static files, misses, and methods a path does not have.
+func (c *contractChecker) checkErrorBody(r *http.Request, res *http.Response, body []byte) {
+	mediaType, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
+	if res.StatusCode < 400 || mediaType != "application/json" {
+		return
+	}
+	if err := c.errs.VisitJSON(decodeJSON(body)); err != nil {
+		c.mismatch("%s %s: the error answer %d %s is not {\"error\": \"...\"}: %v", r.Method, shorten(r.URL.RequestURI()), res.StatusCode, shorten(string(body)), err)
+	}
+}
+
+// shorten keeps a report readable when a test sends or gets something huge.
+func shorten(s string) string {
+	if len(s) > 200 {
+		return s[:200] + fmt.Sprintf("... (%d bytes)", len(s))
+	}
+	return s
+}
+
+func decodeJSON(b []byte) any {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return string(b)
+	}
+	return v
+}
+
+func (c *contractChecker) mismatch(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mismatches = append(c.mismatches, fmt.Sprintf(format, args...))
+}
+
+// report says what was checked, and returns false if anything did not match.
+func (c *contractChecker) report(w io.Writer, verbose bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.mismatches {
+		fmt.Fprintln(w, "openapi.json mismatch:", m)
+	}
+	if verbose || len(c.mismatches) > 0 {
+		pairs := 0
+		for _, statuses := range c.statuses {
+			pairs += len(statuses)
+		}
+		fmt.Fprintf(w, "openapi.json: %d answers checked against %d of %d operations, %d (operation, status) pairs seen, %d mismatches\n",
+			c.validated, len(c.statuses), c.operations(), pairs, len(c.mismatches))
+		for _, op := range slices.Sorted(maps.Keys(c.statuses)) {
+			fmt.Fprintf(w, "  %s: %v\n", op, c.statuses[op])
+		}
+	}
+	return len(c.mismatches) == 0
+}
+
+func (c *contractChecker) operations() int {
+	n := 0
+	for _, item := range c.doc.Paths.Map() {
+		n += len(item.Operations())
+	}
+	return n
+}
