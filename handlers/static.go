@@ -2,12 +2,18 @@
 package handlers
 
 import (
+	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"io/fs"
+	"mime"
 	"net/http"
 	"path"
 	"strings"
+	"sync"
+	"time"
 )
 
 // addStaticRoutes registers one GET route for each file of fsys, and "/" for its index.html. Listing
@@ -35,6 +41,10 @@ func addStaticRoutes(routes *routeTable, fsys fs.FS) error {
 		if err != nil {
 			return err
 		}
+		if plain, ok := strings.CutSuffix(name, ".gz"); ok {
+			routes.public("GET /"+plain, servePrecompressed(plain, content), "")
+			return nil
+		}
 		// The files change only with the binary, so their tag is their content's digest. no-cache
 		// lets browsers keep a copy but ask each time, which a matching tag answers with a 304:
 		// a new release is picked up at once without renaming files.
@@ -52,10 +62,78 @@ func addStaticRoutes(routes *routeTable, fsys fs.FS) error {
 		})
 		routes.public("GET /"+name, serve, "") // ServeFileFS redirects .../index.html to .../
 		if path.Base(name) == "index.html" {
-			routes.public("GET "+strings.TrimSuffix("/"+name, "index.html")+"{$}", serve, "")
+			folder := strings.TrimSuffix("/"+name, "index.html")
+			routes.public("GET "+folder+"{$}", serve, "")
+			if folder != "/" { // /docs is /docs/, as a folder's URL
+				routes.public("GET "+strings.TrimSuffix(folder, "/"), http.RedirectHandler(folder, http.StatusMovedPermanently), "")
+			}
 		}
 		return nil
 	})
+}
+
+// servePrecompressed serves a file kept gzipped (name.gz) at name: as it is, with Content-Encoding
+// gzip, to a client that accepts gzip, and inflated for any other. A file too large to keep in the
+// repository as it is (the API reference's bundle) is kept this way; browsers all take gzip, so the
+// inflated copy is made only if some other client asks, and then once.
+func servePrecompressed(name string, compressed []byte) http.Handler {
+	contentType := mime.TypeByExtension(path.Ext(name))
+	digest := fmt.Sprintf("%x", sha256.Sum256(compressed))
+	gzipTag, plainTag := `"`+digest+`-gzip"`, `"`+digest+`"` // one tag for each representation
+	inflated := sync.OnceValues(func() ([]byte, error) {
+		zr, err := gzip.NewReader(bytes.NewReader(compressed))
+		if err != nil {
+			return nil, err
+		}
+		return io.ReadAll(zr)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("Range") // the whole file, as for the others (see addStaticRoutes)
+		h := w.Header()
+		h.Set("Content-Type", contentType)
+		h.Set("Cache-Control", "no-cache")
+		h.Add("Vary", "Accept-Encoding")
+		content, tag := compressed, gzipTag
+		if acceptsGzip(r.Header.Values("Accept-Encoding")) {
+			h.Set("Content-Encoding", "gzip")
+		} else {
+			plain, err := inflated()
+			if err != nil { // the build wrote a broken file: a fault, not the client's
+				panic(fmt.Sprintf("static file %s.gz does not inflate: %v", name, err))
+			}
+			content, tag = plain, plainTag
+		}
+		h.Set("ETag", tag)
+		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(content)) // answers If-None-Match
+	})
+}
+
+// acceptsGzip reports whether Accept-Encoding lets the answer be gzip (RFC 9110 section 12.5.3):
+// gzip listed without q=0, or, when gzip is not listed, * without q=0.
+func acceptsGzip(values []string) bool {
+	gzip, star := "", ""
+	for _, value := range values {
+		for part := range strings.SplitSeq(value, ",") {
+			coding, params, _ := strings.Cut(part, ";")
+			switch strings.ToLower(strings.TrimSpace(coding)) {
+			case "gzip", "x-gzip":
+				gzip = "q" + params
+			case "*":
+				star = "q" + params
+			}
+		}
+	}
+	if gzip != "" {
+		return !refused(gzip)
+	}
+	return star != "" && !refused(star)
+}
+
+// refused reports whether a coding's parameters ("q" and what followed it) give it q=0.
+func refused(params string) bool {
+	q := strings.ReplaceAll(strings.ToLower(params), " ", "")
+	_, weight, ok := strings.Cut(q, "q=")
+	return ok && strings.Trim(weight, "0.") == ""
 }
 
 // isPlainPath accepts names that need no escaping in a URL or a ServeMux pattern.

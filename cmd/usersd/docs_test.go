@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+)
+
+// The API reference at /docs: Swagger UI, embedded from web/public/docs, rendering /openapi.json
+// under the page's Content-Security-Policy.
+
+func TestTheAPIReferenceRendersEveryOperation(t *testing.T) {
+	s := startServer(t)
+	ctx := newBrowser(t)
+	// Recorded by a script the browser runs before each document's own (so the policy that it
+	// checks does not apply to it): every violation of the Content-Security-Policy.
+	const recordViolations = `window.cspViolations = [];
+document.addEventListener("securitypolicyviolation", e => window.cspViolations.push(e.violatedDirective + " " + e.blockedURI));`
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument,
+		page.AddScriptToEvaluateOnNewDocumentParams{Source: recordViolations}); err != nil {
+		t.Fatal(err)
+	}
+	p := browserPage{t: t, ctx: ctx}
+	p.do("open /docs", chromedp.Navigate(s.baseURL+"/docs"), // redirected to /docs/
+		chromedp.WaitVisible(chromedp.CSS(".opblock")))
+	operations := eval[int](p, `document.querySelectorAll(".opblock").length`)
+	paths := eval[string](p, `[...document.querySelectorAll(".opblock-summary-path")].map(e => e.textContent).join(" ")`)
+	violations := eval[[]string](p, `window.cspViolations`)
+	if want := contract.operations(); operations != want {
+		t.Errorf("/docs shows %d operations, want the document's %d", operations, want)
+	}
+	for _, path := range []string{"/users", "/users/{id}", "/users/{id}/posts", "/openapi.json"} {
+		if !strings.Contains(paths, path) {
+			t.Errorf("/docs does not show %s; it shows: %s", path, paths)
+		}
+	}
+	if len(violations) > 0 {
+		t.Errorf("the page's Content-Security-Policy refused: %v", violations)
+	}
+}
+
+func TestTheAPIReferenceIsServedCompressedOrNot(t *testing.T) {
+	s := startServer(t)
+	want, err := os.ReadFile("../../web/public/docs/swagger-ui-bundle.js.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := io.ReadAll(must(gzip.NewReader(bytes.NewReader(want))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A transport that leaves Accept-Encoding and the body alone, to see what the server sends.
+	raw := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	for _, tc := range []struct {
+		acceptEncoding, wantEncoding string
+		want                         []byte
+	}{
+		{"gzip, deflate, br", "gzip", want},
+		{"", "", plain},
+		{"gzip;q=0, identity", "", plain},
+		{"*", "gzip", want},
+	} {
+		req, _ := http.NewRequest("GET", s.baseURL+"/docs/swagger-ui-bundle.js", nil)
+		req.Header.Set("Accept-Encoding", tc.acceptEncoding)
+		res, err := raw.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || res.Header.Get("Content-Encoding") != tc.wantEncoding || !bytes.Equal(body, tc.want) {
+			t.Errorf("Accept-Encoding %q: %d, Content-Encoding %q, %d bytes; want 200, %q, %d bytes",
+				tc.acceptEncoding, res.StatusCode, res.Header.Get("Content-Encoding"), len(body), tc.wantEncoding, len(tc.want))
+		}
+		if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/javascript") || res.Header.Get("Vary") != "Accept-Encoding" || res.Header.Get("ETag") == "" {
+			t.Errorf("Accept-Encoding %q: Content-Type %q, Vary %q, ETag %q", tc.acceptEncoding,
+				res.Header.Get("Content-Type"), res.Header.Get("Vary"), res.Header.Get("ETag"))
+		}
+	}
+	page := s.do(t, http1Client, request{method: "GET", path: "/"})
+	if !bytes.Contains(page.body, []byte(`href="/docs/"`)) {
+		t.Error("the browser page does not link to /docs/")
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
