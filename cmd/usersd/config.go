@@ -31,8 +31,8 @@ type config struct {
 	limits      serverLimits
 	// trustRequestID takes a client's X-Request-Id as the request's id; see handlers.Config.
 	trustRequestID bool
-	// debugAddr serves Go's profiler when set; empty means no debug listener.
-	debugAddr string
+	// adminAddr is the admin listener's address (/metrics and Go's profiler); empty means none.
+	adminAddr string
 }
 
 // serverLimits are the http.Server's protections against slow and greedy clients.
@@ -125,7 +125,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	s.duration(&l.http2WriteByteTimeout, "http2-write-byte-timeout", "USERS_HTTP2_WRITE_BYTE_TIMEOUT", 10*time.Second, "how long an HTTP/2 connection may take no bytes of an answer before it is closed")
 	s.duration(&l.http2PingTimeout, "http2-ping-timeout", "USERS_HTTP2_PING_TIMEOUT", 30*time.Second, "silence on an HTTP/2 connection after which it is pinged, and the wait for the answer")
 	s.bool(&cfg.trustRequestID, "trust-request-id", "USERS_TRUST_REQUEST_ID", false, "take X-Request-Id as the request's id: only behind a proxy that sets it on every request")
-	s.string(&cfg.debugAddr, "debug-addr", "USERS_DEBUG_ADDR", "", "address of a separate listener for Go's profiler (/debug/pprof/); keep it on loopback; empty means off")
+	s.string(&cfg.adminAddr, "admin-addr", "USERS_ADMIN_ADDR", "", "address of the admin listener: Prometheus metrics (/metrics) and Go's profiler (/debug/pprof/); keep it off the public network; empty means off")
+	var debugAddr string
+	s.string(&debugAddr, "debug-addr", "USERS_DEBUG_ADDR", "", "the former name of -admin-addr, which it now means")
 	if len(s.errs) > 0 {
 		return config{}, errors.Join(s.errs...)
 	}
@@ -134,6 +136,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if s.fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q", s.fs.Args())
+	}
+	switch {
+	case debugAddr == "" || debugAddr == cfg.adminAddr:
+	case cfg.adminAddr == "":
+		cfg.adminAddr = debugAddr // the profiler's old flag keeps working, on the listener that replaced it
+	default:
+		return config{}, fmt.Errorf("-debug-addr %q and -admin-addr %q: -debug-addr is the former name of -admin-addr; give one", debugAddr, cfg.adminAddr)
 	}
 	for origin := range strings.SplitSeq(corsOrigins, ",") {
 		if origin = strings.TrimSpace(origin); origin != "" {

@@ -60,9 +60,9 @@ type idleCost struct {
 
 func TestTenThousandIdleConnectionsCostLittleMoreThanABareServer(t *testing.T) {
 	needOpenFiles(t, idleConnections+1000)
-	debugAddr := freeLoopbackAddr(t)
-	cmd, s, _ := startProcess(t, filepath.Join(t.TempDir(), "users.db"), "-debug-addr", debugAddr)
-	usersd := holdIdleConnections(t, cmd, s.baseURL, "http://"+debugAddr)
+	adminAddr := freeLoopbackAddr(t)
+	cmd, s, _ := startProcess(t, filepath.Join(t.TempDir(), "users.db"), "-admin-addr", adminAddr)
+	usersd := holdIdleConnections(t, cmd, s.baseURL, "http://"+adminAddr)
 
 	bare := exec.Command(os.Args[0], "-test.run=^$")
 	bare.Env = append(os.Environ(), bareServerEnv+"=1")

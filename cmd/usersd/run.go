@@ -63,9 +63,9 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	// What runs beside the server stops when run returns, however it returns.
 	background, stopBackground := context.WithCancel(ctx)
 	defer stopBackground()
-	if cfg.debugAddr != "" {
-		if err := serveDebug(background, cfg.debugAddr, logger); err != nil {
-			return fmt.Errorf("debug listener: %w", err)
+	if cfg.adminAddr != "" {
+		if err := serveAdmin(background, cfg.adminAddr, newMetrics(), logger); err != nil {
+			return fmt.Errorf("admin listener: %w", err)
 		}
 	}
 

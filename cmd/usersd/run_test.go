@@ -149,6 +149,7 @@ func TestServerLimitSettings(t *testing.T) {
 		{"-http2-max-frame-size", "1000"}, {"-http2-max-frame-size", "16777216"}, {"-request-timeout", "0s"},
 		{"-drain-delay", "-1s"}, {"-max-header-bytes", "0"}, {"-read-header-timeout", "-5s"},
 		{"-http2-write-byte-timeout", "0s"}, {"-http2-ping-timeout", "-1s"},
+		{"-admin-addr", "127.0.0.1:9090", "-debug-addr", "127.0.0.1:6060"}, // two addresses for one listener
 	} {
 		if _, err := parseConfig(bad, none, io.Discard); err == nil {
 			t.Errorf("parseConfig(%q) accepted a setting that cannot work", bad)

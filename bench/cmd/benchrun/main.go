@@ -273,7 +273,7 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 				rec.err = err
 				return rec
 			}
-			args = append(args, "-debug-addr", debug)
+			args = append(args, "-admin-addr", debug)
 		}
 	case baselineHTTP:
 		bin, args = "baseline-http", []string{"-addr", "127.0.0.1:0", "-users", fmt.Sprint(sc.users)}
