@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
+	"io/fs"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"usersd/web"
 )
 
 // The API reference at /docs: Swagger UI, embedded from web/public/docs, rendering /openapi.json
@@ -48,11 +50,15 @@ document.addEventListener("securitypolicyviolation", e => window.cspViolations.p
 
 func TestTheAPIReferenceIsServedCompressedOrNot(t *testing.T) {
 	s := startServer(t)
-	want, err := os.ReadFile("../../web/public/docs/swagger-ui-bundle.js.gz")
+	want, err := fs.ReadFile(web.Public, "docs/swagger-ui-bundle.js.gz")
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := io.ReadAll(must(gzip.NewReader(bytes.NewReader(want))))
+	zr, err := gzip.NewReader(bytes.NewReader(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := io.ReadAll(zr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +94,4 @@ func TestTheAPIReferenceIsServedCompressedOrNot(t *testing.T) {
 	if !bytes.Contains(page.body, []byte(`href="/docs/"`)) {
 		t.Error("the browser page does not link to /docs/")
 	}
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }

@@ -52,10 +52,9 @@ func serveBare() {
 
 // idleCost is what a server process holds with the idle connections open.
 type idleCost struct {
-	rssKiB            int64
-	goroutines        int
-	before, during    time.Duration // p50 of GET /health on a connection of its own
-	baseRSSKiB, baseG int           // before the connections
+	rssKiB, baseRSSKiB         int64 // with the connections open, and before
+	goroutines, baseGoroutines int
+	before, during             time.Duration // p50 of GET /health on a connection of its own
 }
 
 func TestTenThousandIdleConnectionsCostLittleMoreThanABareServer(t *testing.T) {
@@ -82,9 +81,9 @@ func TestTenThousandIdleConnectionsCostLittleMoreThanABareServer(t *testing.T) {
 	base := holdIdleConnections(t, bare, baseURL, baseURL)
 
 	t.Logf("%d idle connections: usersd RSS %.0f MiB (%.0f before), %d goroutines (%d before), /health p50 %s before, %s during",
-		idleConnections, kib(usersd.rssKiB), kib(int64(usersd.baseRSSKiB)), usersd.goroutines, usersd.baseG, usersd.before, usersd.during)
+		idleConnections, kib(usersd.rssKiB), kib(usersd.baseRSSKiB), usersd.goroutines, usersd.baseGoroutines, usersd.before, usersd.during)
 	t.Logf("%d idle connections: bare net/http RSS %.0f MiB (%.0f before), %d goroutines (%d before), /health p50 %s before, %s during",
-		idleConnections, kib(base.rssKiB), kib(int64(base.baseRSSKiB)), base.goroutines, base.baseG, base.before, base.during)
+		idleConnections, kib(base.rssKiB), kib(base.baseRSSKiB), base.goroutines, base.baseGoroutines, base.before, base.during)
 	ratio := float64(usersd.rssKiB) / float64(base.rssKiB)
 	t.Logf("RSS ratio usersd / bare: %.2f", ratio)
 	if ratio > 1.25 {
@@ -93,9 +92,9 @@ func TestTenThousandIdleConnectionsCostLittleMoreThanABareServer(t *testing.T) {
 	}
 	// Goroutines per connection are net/http's own (one per HTTP/1.1 connection, two per HTTP/2
 	// one); usersd may add a fixed few (its sweeper, the debug listener), never one per connection.
-	if extra := usersd.goroutines - usersd.baseG - (base.goroutines - base.baseG); extra > 50 {
+	if extra := usersd.goroutines - usersd.baseGoroutines - (base.goroutines - base.baseGoroutines); extra > 50 {
 		t.Errorf("the idle connections added %d goroutines to usersd, %d more than to the bare server",
-			usersd.goroutines-usersd.baseG, extra)
+			usersd.goroutines-usersd.baseGoroutines, extra)
 	}
 }
 
@@ -108,7 +107,7 @@ func holdIdleConnections(t *testing.T, proc *exec.Cmd, baseURL, debugURL string)
 	t.Helper()
 	var cost idleCost
 	cost.before = healthP50(t, baseURL)
-	cost.baseRSSKiB, cost.baseG = int(rssKiB(t, proc.Process.Pid)), goroutines(t, debugURL)
+	cost.baseRSSKiB, cost.baseGoroutines = rssKiB(t, proc.Process.Pid), goroutines(t, debugURL)
 	addr := strings.TrimPrefix(baseURL, "http://")
 	conns := make([]net.Conn, 0, idleConnections)
 	defer func() {
