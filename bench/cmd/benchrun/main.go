@@ -255,7 +255,7 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 	}
 	defer os.RemoveAll(dir) // the access log of a run can be large
 
-	var bin, db, dbName, debug string // debug: the profiler's address, when this run is profiled
+	var bin, db, dbName, admin string // admin: the admin listener's address, when this run is profiled
 	var args, env []string
 	var shared *fileState // the state of a shared SQLite file, which the run must leave as it was
 	switch sc.server {
@@ -269,11 +269,11 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 		defer cleanup()
 		bin, args, env = cmpOr(sc.bin, "usersd"), []string{"-addr", "127.0.0.1:0", "-db", db}, []string{"USERS_API_KEYS=" + apiKey}
 		if r.profileDir != "" && sc.bin == "" {
-			if debug, err = debugAddr(); err != nil {
+			if admin, err = adminAddr(); err != nil {
 				rec.err = err
 				return rec
 			}
-			args = append(args, "-admin-addr", debug)
+			args = append(args, "-admin-addr", admin)
 		}
 	case baselineHTTP:
 		bin, args = "baseline-http", []string{"-addr", "127.0.0.1:0", "-users", fmt.Sprint(sc.users)}
@@ -314,12 +314,12 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 		return fail(fmt.Errorf("warm-up: %w", err))
 	}
 	var profiled <-chan error
-	if debug != "" {
-		profiled = profileCPU(debug, r.duration, r.profilePath(round, sc))
+	if admin != "" {
+		profiled = profileCPU(admin, r.duration, r.profilePath(round, sc))
 	}
 	m, err := r.measure(sc, srv, dbName, dir)
 	if profiled != nil {
-		err = errorsJoin(err, <-profiled)
+		err = errors.Join(err, <-profiled)
 	}
 	if err != nil {
 		return fail(err)

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,8 +16,8 @@ import (
 	"time"
 )
 
-// debugAddr returns a loopback address for the profiler whose port was free a moment ago.
-func debugAddr() (string, error) {
+// adminAddr returns a loopback address for usersd's admin listener (the profiler) whose port was free a moment ago.
+func adminAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -48,16 +49,9 @@ func profileCPU(addr string, d time.Duration, path string) <-chan error {
 			return
 		}
 		_, err = io.Copy(f, res.Body)
-		done <- errorsJoin(err, f.Close())
+		done <- errors.Join(err, f.Close())
 	}()
 	return done
-}
-
-func errorsJoin(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // profilePath is where the profile of one run goes.
