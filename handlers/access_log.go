@@ -4,50 +4,42 @@
 package handlers
 
 import (
-	"context"
-	"io"
+	"encoding/hex"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
-
-// withAccessLog writes one line to out for every request, after it is answered. A nil out logs
-// nothing, but the answer is still recorded: the final error handler needs to know whether it
-// began.
-func withAccessLog(out io.Writer, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		if out == nil {
-			return
-		}
-		line := accessLineBuffers.Get().(*[]byte)
-		*line = appendAccessLine((*line)[:0], r.Context(), start, time.Now(), r, rec)
-		out.Write(*line) // a log that cannot be written must not fail the request it describes
-		accessLineBuffers.Put(line)
-	})
-}
-
-var accessLineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // appendAccessLine appends the line
 //
 //	{"time":"...","level":"INFO","msg":"request","request_id":"...","method":"GET","path":"/users/1",
 //	 "proto":"HTTP/1.1","status":200,"bytes":123,"duration_ms":0.042}
 //
-// with time, when the answer ended, as slog writes it, and "client_request_id" after request_id
-// when the client sent an X-Request-Id that is not the request's id.
-func appendAccessLine(b []byte, ctx context.Context, start, end time.Time, r *http.Request, rec *statusRecorder) []byte {
+// with time, when the answer ended, as slog writes it; "client_request_id" after request_id when
+// the client sent an X-Request-Id that is not the request's id; and "trace_id" and "span_id" after
+// those when the request is a span of a trace.
+func appendAccessLine(b []byte, info *requestInfo, span trace.SpanContext, start, end time.Time, r *http.Request, rec *statusRecorder) []byte {
+	if info == nil {
+		info = &requestInfo{}
+	}
 	b = append(b, `{"time":"`...)
 	b = end.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","level":"INFO","msg":"request","request_id":`...)
-	b = appendLogString(b, requestID(ctx))
-	if client := clientRequestID(ctx); client != "" {
+	b = appendLogString(b, info.id)
+	if info.client != "" {
 		b = append(b, `,"client_request_id":`...)
-		b = appendLogString(b, client)
+		b = appendLogString(b, info.client)
+	}
+	if span.IsValid() {
+		traceID, spanID := span.TraceID(), span.SpanID()
+		b = append(b, `,"trace_id":"`...)
+		b = hex.AppendEncode(b, traceID[:])
+		b = append(b, `","span_id":"`...)
+		b = hex.AppendEncode(b, spanID[:])
+		b = append(b, '"')
 	}
 	b = append(b, `,"method":`...)
 	b = appendLogString(b, r.Method)

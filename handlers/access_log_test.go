@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // TestAccessLineIsJSONInSlogsShape: each request gives one JSON line with the keys and formats of
@@ -16,7 +18,7 @@ import (
 func TestAccessLineIsJSONInSlogsShape(t *testing.T) {
 	for _, path := range []string{"/users/1", `/a"quote\back`, "/ctl\x01\n", "/bad\xffutf8", "/zoë/\u2028"} {
 		var logs syncBuffer
-		h := withRequestContext(0, false, withAccessLog(&logs, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := withRequestContext(0, false, withObservation(observer{accessLog: &logs, errs: &errorWriter{}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusTeapot)
 			w.Write([]byte("12345"))
 		})))
@@ -67,7 +69,7 @@ func TestAccessLineTimeIsWrittenAsSlogWritesIt(t *testing.T) {
 	}
 	r := httptest.NewRequest("GET", "/", nil)
 	var ours struct{ Time string }
-	if err := json.Unmarshal(appendAccessLine(nil, r.Context(), at.Add(-time.Millisecond), at, r, &statusRecorder{}), &ours); err != nil {
+	if err := json.Unmarshal(appendAccessLine(nil, nil, trace.SpanContext{}, at.Add(-time.Millisecond), at, r, &statusRecorder{}), &ours); err != nil {
 		t.Fatal(err)
 	}
 	if ours.Time != fromSlog.Time {

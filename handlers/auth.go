@@ -90,10 +90,16 @@ var errUnauthenticated = connect.NewError(connect.CodeUnauthenticated,
 
 // requireAPIKey lets a request through only with a valid key. It runs before the handler reads
 // anything, so a write without a key is refused whatever its body.
-func requireAPIKey(keys *APIKeys, errs *errorWriter, next http.Handler) http.Handler {
+func requireAPIKey(keys *APIKeys, errs *errorWriter, metrics *metrics, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		caller, ok := keys.caller(r.Header.Get(APIKeyHeader))
+		key := r.Header.Get(APIKeyHeader)
+		caller, ok := keys.caller(key)
 		if !ok {
+			reason := "invalid"
+			if key == "" {
+				reason = "missing"
+			}
+			metrics.refusedKey("api_key", reason)
 			errs.write(w, r, errUnauthenticated)
 			return
 		}

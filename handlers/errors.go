@@ -144,6 +144,7 @@ func (ew *errorWriter) write(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	ce := publicError(r.Context(), ew.logger, err)
 	if rpc {
+		recordRPCCode(r.Context(), ce.Code())
 		_ = ew.rpc.Write(w, r, ce) // the client has gone if this fails; nothing more to do
 		return
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"usersd/store"
 )
@@ -41,7 +43,15 @@ type Config struct {
 	// makes every id itself, so that no client can choose the id that its log lines go under, and
 	// logs a client's X-Request-Id beside it as client_request_id.
 	TrustRequestID bool
+	// Metrics takes the service's collectors (see metrics.go); nil means no metrics.
+	Metrics prometheus.Registerer
+	// Tracing, when set, makes every request a span of the caller's trace (W3C traceparent), or of
+	// a new one; nil means no spans.
+	Tracing trace.TracerProvider
 }
+
+// instrumentationName names the service's spans' instrumentation scope.
+const instrumentationName = "usersd/handlers"
 
 // DefaultRequestTimeout is the deadline of a request when Config.RequestTimeout is 0.
 const DefaultRequestTimeout = 10 * time.Second
@@ -79,20 +89,29 @@ func New(cfg Config) (*Service, error) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
+	metrics, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	errs := &errorWriter{logger: cfg.Logger, rpc: connect.NewErrorWriter()} // addRoutes adds the RPC paths
 	health := &storeHealth{store: cfg.Store}
-	routes := newRouteTable(cfg.Keys, errs)
-	if err := addRoutes(routes, deps{Config: cfg, users: NewUsers(cfg.Store, cfg.Logger), errs: errs, health: health}); err != nil {
+	routes := newRouteTable(cfg.Keys, errs, metrics)
+	users := &Users{store: cfg.Store, logger: cfg.Logger, metrics: metrics}
+	if err := addRoutes(routes, deps{Config: cfg, users: users, errs: errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	return &Service{Handler: withMiddleware(cfg, errs, routes.serving), health: health, routes: routes.routes}, nil
+	obs := observer{metrics: metrics, accessLog: cfg.AccessLog, errs: errs}
+	if cfg.Tracing != nil {
+		obs.tracer = cfg.Tracing.Tracer(instrumentationName)
+	}
+	return &Service{Handler: withMiddleware(cfg, obs, errs, routes.serving), health: health, routes: routes.routes}, nil
 }
 
 // withMiddleware wraps the routes in what every request passes through, outermost last. The order
 // matters: the request context (id, deadline) comes first so that everything below can log with
-// it, the access log sees every answer, and the final error handler is below CORS and the security
+// it, the observer (metrics, span, access log) sees every answer, and the final error handler is below CORS and the security
 // headers so that an error it writes carries them.
-func withMiddleware(cfg Config, errs *errorWriter, routes http.Handler) http.Handler {
+func withMiddleware(cfg Config, obs observer, errs *errorWriter, routes http.Handler) http.Handler {
 	h := withCleanPaths(errs, routes)
 	h = withConnectGETChecks(errs, h)
 	h = withBodyLimit(cfg.MaxBodyBytes, h)
@@ -100,7 +119,7 @@ func withMiddleware(cfg Config, errs *errorWriter, routes http.Handler) http.Han
 	h = withRecover(cfg.Logger, errs, h)
 	h = withSecurityHeaders(errs, h)
 	h = withCORS(cfg.CORSOrigins, h)
-	h = withAccessLog(cfg.AccessLog, h)
+	h = withObservation(obs, h)
 	return withRequestContext(cfg.RequestTimeout, cfg.TrustRequestID, h)
 }
 

@@ -121,10 +121,17 @@ func createOnce[T any, R proto.Message](ctx context.Context, u *Users, clientKey
 	}
 	key := store.RequestKey{Caller: caller, Key: clientKey}
 	reservation, answer, err := u.store.BeginRequest(ctx, key, hash)
+	switch {
+	case errors.Is(err, store.ErrRequestInProgress):
+		u.metrics.refusedKey("idempotency_key", "in_progress")
+	case errors.Is(err, store.ErrRequestMismatch):
+		u.metrics.refusedKey("idempotency_key", "reused")
+	}
 	if err != nil {
 		return res, false, fromStore(err)
 	}
 	if answer != nil {
+		u.metrics.idempotentReplay()
 		res = res.ProtoReflect().Type().New().Interface().(R)
 		if err := proto.Unmarshal(answer.Body, res); err != nil {
 			return res, false, fmt.Errorf("decode the kept answer of idempotency key %q: %w", clientKey, err)

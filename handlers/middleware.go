@@ -19,26 +19,6 @@ import (
 	"connectrpc.com/connect"
 )
 
-type requestIDKey struct{}
-
-// requestIDs are the request's own id and, unless that was taken from it, the X-Request-Id the
-// client sent (empty if none, or not a sane one).
-type requestIDs struct {
-	id, client string
-}
-
-// requestID returns the id of the request that ctx belongs to, or "" outside a request.
-func requestID(ctx context.Context) string {
-	ids, _ := ctx.Value(requestIDKey{}).(requestIDs)
-	return ids.id
-}
-
-// clientRequestID returns the X-Request-Id that the client sent, when it is not the request's id.
-func clientRequestID(ctx context.Context) string {
-	ids, _ := ctx.Value(requestIDKey{}).(requestIDs)
-	return ids.client
-}
-
 // withRequestContext gives every request an id, echoed in the response so that a client can quote
 // it, and gives its work a deadline (none if timeout is 0), which the store's queries honour: a
 // request cannot hold a connection or the writer for longer, and a client that goes away cancels
@@ -47,19 +27,19 @@ func clientRequestID(ctx context.Context) string {
 // otherwise it is new, and a sane X-Request-Id is kept to be logged beside it.
 func withRequestContext(timeout time.Duration, trustHeader bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var ids requestIDs
+		info := &requestInfo{}
 		if sent := r.Header.Get("X-Request-Id"); isSafeRequestID(sent) {
 			if trustHeader {
-				ids.id = sent
+				info.id = sent
 			} else {
-				ids.client = sent
+				info.client = sent
 			}
 		}
-		if ids.id == "" {
-			ids.id = newRequestID()
+		if info.id == "" {
+			info.id = newRequestID()
 		}
-		w.Header().Set("X-Request-Id", ids.id)
-		ctx := context.WithValue(r.Context(), requestIDKey{}, ids)
+		w.Header().Set("X-Request-Id", info.id)
+		ctx := context.WithValue(r.Context(), requestInfoKey{}, info)
 		if timeout > 0 {
 			timed := newLazyDeadline(ctx, time.Now().Add(timeout))
 			defer timed.stop()

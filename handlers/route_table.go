@@ -47,12 +47,13 @@ type routeTable struct {
 	serving, known *http.ServeMux
 	keys           *APIKeys
 	errs           *errorWriter
+	metrics        *metrics // counts refused API keys
 	routes         []route
 	err            error // every refused registration; New fails with it
 }
 
-func newRouteTable(keys *APIKeys, errs *errorWriter) *routeTable {
-	t := &routeTable{serving: http.NewServeMux(), known: http.NewServeMux(), keys: keys, errs: errs}
+func newRouteTable(keys *APIKeys, errs *errorWriter, metrics *metrics) *routeTable {
+	t := &routeTable{serving: http.NewServeMux(), known: http.NewServeMux(), keys: keys, errs: errs, metrics: metrics}
 	// The catch-all is not a route of the table: it only answers what no route serves, with an error.
 	t.serving.Handle("/", answerMiss(t.known, errs))
 	return t
@@ -73,12 +74,24 @@ func (t *routeTable) public(pattern string, h http.Handler, why string) {
 // protected adds a route that only a request with a valid API key reaches. The key is checked
 // before h reads anything, so a request without one is refused whatever its body.
 func (t *routeTable) protected(pattern string, h http.Handler) {
-	t.add(route{pattern: pattern, access: accessProtected}, requireAPIKey(t.keys, t.errs, h))
+	t.add(route{pattern: pattern, access: accessProtected}, requireAPIKey(t.keys, t.errs, t.metrics, h))
 }
 
+// add serves h at the route's pattern, and records the pattern, without its method, as the route
+// of each request it serves (see requestInfo): the route label of the request's metrics and span.
 func (t *routeTable) add(r route, h http.Handler) {
-	t.serving.Handle(r.pattern, h)
-	t.known.Handle(r.pattern, h)
+	label := r.pattern
+	if i := strings.IndexAny(label, " \t"); i >= 0 {
+		label = strings.TrimLeft(label[i:], " \t")
+	}
+	served := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if info := infoOf(req.Context()); info != nil {
+			info.route = label
+		}
+		h.ServeHTTP(w, req)
+	})
+	t.serving.Handle(r.pattern, served)
+	t.known.Handle(r.pattern, served)
 	t.routes = append(t.routes, r)
 }
 

@@ -45,7 +45,7 @@ func addRoutes(routes *routeTable, d deps) error {
 		// gRPC clients offer gzip on every call; compressing a user of a few hundred bytes costs more
 		// CPU than the bytes it saves, so only answers of a page or more are compressed.
 		connect.WithCompressMinBytes(compressMinBytes),
-		connect.WithInterceptors(sanitizeErrors(d.Logger)),
+		connect.WithInterceptors(recordCodes{}, sanitizeErrors(d.Logger)),
 	}
 
 	// RPC: gRPC, gRPC-Web and Connect on one handler. Every method that is not marked

@@ -15,16 +15,12 @@ import (
 
 // Users implements the users.v1.Users service on a store.
 type Users struct {
-	store  store.Store
-	logger *slog.Logger
+	store   store.Store
+	logger  *slog.Logger
+	metrics *metrics // counts idempotent replays and refused idempotency keys; nil counts nothing
 }
 
 var _ usersv1connect.UsersHandler = (*Users)(nil)
-
-// NewUsers returns the Users service on s.
-func NewUsers(s store.Store, logger *slog.Logger) *Users {
-	return &Users{store: s, logger: logger}
-}
 
 // GetUser returns one user.
 func (u *Users) GetUser(ctx context.Context, req *usersv1.GetUserRequest) (*usersv1.User, error) {

@@ -47,8 +47,14 @@ func usersdBinary(t *testing.T) string {
 // listens.
 func startProcess(t *testing.T, dbPath string, flags ...string) (*exec.Cmd, *testServer, <-chan []map[string]any) {
 	t.Helper()
+	return startProcessWithEnv(t, nil, dbPath, flags...)
+}
+
+// startProcessWithEnv is startProcess with env (NAME=value) added to the test's environment.
+func startProcessWithEnv(t *testing.T, env []string, dbPath string, flags ...string) (*exec.Cmd, *testServer, <-chan []map[string]any) {
+	t.Helper()
 	cmd := exec.Command(usersdBinary(t), append([]string{"-addr", "127.0.0.1:0", "-db", dbPath}, flags...)...)
-	cmd.Env = append(os.Environ(), "USERS_API_KEYS="+testKey)
+	cmd.Env = append(append(os.Environ(), "USERS_API_KEYS="+testKey), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

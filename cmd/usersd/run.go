@@ -13,9 +13,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
 	"usersd/coalesce"
 	"usersd/handlers"
 	"usersd/store"
+	"usersd/store/observed"
 	"usersd/store/sqlstore"
 )
 
@@ -45,15 +50,38 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	}
 	defer st.Close() // after the server has drained: requests under way still need it
 
-	// On SQLite this process is the only writer, so hot users can be served from memory; on a
+	tracing, err := newTracing(ctx)
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		if err := stopTracing(tracing); err != nil {
+			logger.Warn("tracing stopped with spans unsent", "error", err)
+		}
+	}()
+	if tracing != nil {
+		logger.Info("tracing on")
+	}
+	registry := newMetrics()
+	for name, pool := range st.Pools() {
+		registry.MustRegister(collectors.NewDBStatsCollector(pool, name))
+	}
+
+	// The cache is above the observed store, so that a store call is a call to the database. On
+	// SQLite this process is the only writer, so hot users can be served from memory; on a
 	// PostgreSQL that replicas share, another process's write could not invalidate them.
-	var data store.Store = st
+	var data store.Store
+	data, err = observed.New(st, observed.Options{Metrics: registry, Tracing: tracingOrNil(tracing), System: st.System()})
+	if err != nil {
+		return fmt.Errorf("store metrics: %w", err)
+	}
 	if !st.Shared() {
-		data = store.WithUserCache(st, userCacheSize)
+		data = store.WithUserCache(data, userCacheSize)
 	}
 	service, err := handlers.New(handlers.Config{
 		Store: data, Keys: keys, Logger: logger, AccessLog: logs.Later(), MaxBodyBytes: cfg.maxBodyBytes,
 		RequestTimeout: cfg.limits.requestTimeout, CORSOrigins: cfg.corsOrigins, TrustRequestID: cfg.trustRequestID,
+		Metrics: registry, Tracing: tracingOrNil(tracing),
 	})
 	if err != nil {
 		return err
@@ -64,7 +92,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	background, stopBackground := context.WithCancel(ctx)
 	defer stopBackground()
 	if cfg.adminAddr != "" {
-		if err := serveAdmin(background, cfg.adminAddr, newMetrics(), logger); err != nil {
+		if err := serveAdmin(background, cfg.adminAddr, registry, logger); err != nil {
 			return fmt.Errorf("admin listener: %w", err)
 		}
 	}
@@ -158,4 +186,13 @@ func newServer(handler http.Handler, limits serverLimits, logger *slog.Logger) *
 		},
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+}
+
+// tracingOrNil turns a nil provider into a nil interface, which is how the handlers and the store
+// are told that tracing is off (a nil *TracerProvider in an interface is not nil).
+func tracingOrNil(provider *sdktrace.TracerProvider) trace.TracerProvider {
+	if provider == nil {
+		return nil
+	}
+	return provider
 }

@@ -93,6 +93,23 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 // process.
 func (s *Store) Shared() bool { return s.dialect == &postgresDialect }
 
+// System names the database as OpenTelemetry's db.system.name does: "sqlite" or "postgresql".
+func (s *Store) System() string {
+	if s.dialect == &postgresDialect {
+		return "postgresql"
+	}
+	return "sqlite"
+}
+
+// Pools returns the store's connection pools by name, for their statistics: "reader" and
+// "writer" on SQLite, where writes have a pool of their own, and "postgres" where one pool does both.
+func (s *Store) Pools() map[string]*sql.DB {
+	if s.reader == s.writer {
+		return map[string]*sql.DB{s.dialect.name: s.reader}
+	}
+	return map[string]*sql.DB{"reader": s.reader, "writer": s.writer}
+}
+
 // Ping reports whether the database answers, and on SQLite whether its file is still the one open.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.file.check(); err != nil {

@@ -1,0 +1,91 @@
+// Tracing: OpenTelemetry, configured as every OpenTelemetry SDK is, by the OTEL_* variables of the
+// process's environment, and off unless they name an exporter.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+)
+
+// tracesFlushTimeout bounds how long the spans still buffered at exit may take to be sent.
+const tracesFlushTimeout = 5 * time.Second
+
+// newTracing returns the tracer provider that the OTEL_* variables describe, or nil if tracing is
+// off: it is on when OTEL_TRACES_EXPORTER is "otlp", or is unset and an OTLP endpoint is set
+// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT). The exporter speaks OTLP over
+// HTTP (protobuf, or JSON with OTEL_EXPORTER_OTLP_PROTOCOL=http/json) and reads the other exporter
+// variables itself (headers, timeout, compression, certificates); the SDK reads the sampler
+// (OTEL_TRACES_SAMPLER, by default parentbased_always_on: the caller's sampling decision stands),
+// the batching (OTEL_BSP_*) and the resource (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES).
+//
+// The variables are read from the process's environment, not through run's getenv, because the
+// SDK reads them there itself; one source keeps the decision and the exporter from disagreeing.
+func newTracing(ctx context.Context) (*sdktrace.TracerProvider, error) {
+	if on, err := tracingWanted(os.Getenv); err != nil || !on {
+		return nil, err
+	}
+	exporter, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("OTLP exporter: %w", err)
+	}
+	// Later detectors win: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES can rename the service.
+	res, err := resource.New(ctx,
+		resource.WithAttributes(semconv.ServiceName("usersd")),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("trace resource: %w", err)
+	}
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res)), nil
+}
+
+// tracingWanted decides from the OTEL_* variables whether to trace, and refuses what this build
+// cannot do rather than trace nowhere without a word.
+func tracingWanted(getenv func(string) string) (bool, error) {
+	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
+		return false, nil
+	}
+	switch exporter := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exporter {
+	case "none":
+		return false, nil
+	case "otlp":
+	case "":
+		if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+			return false, nil
+		}
+	default:
+		return false, fmt.Errorf("OTEL_TRACES_EXPORTER=%s: usersd exports traces only with otlp (or none)", exporter)
+	}
+	protocol := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if protocol == "" {
+		protocol = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	switch protocol {
+	case "", "http/protobuf", "http/json":
+		return true, nil
+	}
+	return false, fmt.Errorf("OTLP protocol %q: usersd sends OTLP over HTTP only (http/protobuf or http/json); "+
+		"point it at the collector's HTTP port, 4318 by default", protocol)
+}
+
+// stopTracing sends the spans still buffered and stops the provider; a nil provider is tracing off.
+func stopTracing(provider *sdktrace.TracerProvider) error {
+	if provider == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tracesFlushTimeout)
+	defer cancel()
+	if err := provider.Shutdown(ctx); err != nil {
+		return fmt.Errorf("send the last spans: %w", err)
+	}
+	return nil
+}

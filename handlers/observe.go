@@ -1,0 +1,157 @@
+// One place observes every request, REST and RPC alike, so that no route can be left out: it
+// counts and times it, logs it, and, when tracing is on, makes it a span.
+package handlers
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// observer is what withObservation reports to. Each part may be off: nil metrics, a nil tracer or
+// a nil access log.
+type observer struct {
+	metrics   *metrics
+	tracer    trace.Tracer
+	accessLog io.Writer
+	errs      *errorWriter // tells RPC paths from REST ones
+}
+
+// traceContext reads and writes the W3C traceparent and tracestate headers, which every protocol
+// carries as HTTP headers (gRPC's metadata is its headers).
+var traceContext propagation.TraceContext
+
+// withObservation observes every request once it has been answered. The span, when tracing is
+// on, continues the trace of the caller's traceparent and is in the context of everything below,
+// so that each store call is a span within it. Whatever happens below (even a panic that aborts
+// the answer) the request is counted, its span ended and its line logged.
+func withObservation(o observer, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		info := infoOf(r.Context())
+		protocol := o.errs.protocolOf(r)
+		o.metrics.requestStarted(protocol)
+		var span trace.Span
+		if o.tracer != nil {
+			ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+			ctx, span = o.tracer.Start(ctx, methodLabel(r.Method), trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithTimestamp(start), trace.WithAttributes(
+					semconv.HTTPRequestMethodKey.String(methodLabel(r.Method)),
+					semconv.URLPath(r.URL.Path),
+					semconv.NetworkProtocolVersion(strings.TrimPrefix(r.Proto, "HTTP/")),
+				))
+			r = r.WithContext(ctx)
+		}
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			end := time.Now()
+			route := unmatchedRoute
+			if info != nil && info.route != "" {
+				route = info.route
+			}
+			code := codeLabel(protocol, info, rec.status, rec.Header())
+			o.metrics.requestEnded(route, methodLabel(r.Method), protocol, code, end.Sub(start))
+			var spanContext trace.SpanContext
+			if span != nil {
+				endSpan(span, end, methodLabel(r.Method), route, protocol, code, rec.status)
+				spanContext = span.SpanContext()
+			}
+			if o.accessLog != nil {
+				line := accessLineBuffers.Get().(*[]byte)
+				*line = appendAccessLine((*line)[:0], info, spanContext, start, end, r, rec)
+				o.accessLog.Write(*line) // a log that cannot be written must not fail the request it describes
+				accessLineBuffers.Put(line)
+			}
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+var accessLineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// endSpan names the request's span after its route, as OpenTelemetry's conventions name server
+// spans ("GET /users/{id}"; "users.v1.Users/GetUser" for an RPC), records how it ended, and ends it.
+// A span is an error only for a fault of the service (5xx, or an RPC code that stands for one),
+// not for a client's mistake.
+func endSpan(span trace.Span, end time.Time, method, route, protocol, code string, status int) {
+	if status == 0 {
+		status = http.StatusOK
+	}
+	span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+	failed := status >= 500
+	if protocol == protocolREST {
+		if route != unmatchedRoute {
+			span.SetName(method + " " + route)
+			span.SetAttributes(semconv.HTTPRoute(route))
+		}
+	} else {
+		system := semconv.RPCSystemNameGRPC
+		if protocol == protocolConnect {
+			system = semconv.RPCSystemNameConnectrpc
+		}
+		procedure := strings.TrimPrefix(route, "/")
+		if route == unmatchedRoute {
+			procedure = "_OTHER"
+		} else {
+			span.SetName(procedure)
+		}
+		span.SetAttributes(system, semconv.RPCMethod(procedure), semconv.RPCResponseStatusCodeKey.String(strings.ToUpper(code)))
+		failed = isServerFault(code)
+	}
+	if failed {
+		span.SetStatus(codes.Error, code)
+		span.SetAttributes(semconv.ErrorTypeKey.String(code))
+	}
+	span.End(trace.WithTimestamp(end))
+}
+
+// isServerFault reports whether an RPC code stands for a fault of the server rather than of the
+// request, as OpenTelemetry's RPC conventions list them.
+func isServerFault(code string) bool {
+	switch code {
+	case "unknown", "deadline_exceeded", "unimplemented", "internal", "unavailable", "data_loss":
+		return true
+	}
+	return false
+}
+
+// recordCodes is the outermost interceptor of every RPC service: it records the code each call
+// ends with, after the final error handler has turned any error into the one its client gets.
+type recordCodes struct{}
+
+func (recordCodes) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		res, err := next(ctx, req)
+		recordRPCCode(ctx, codeOf(err))
+		return res, err
+	}
+}
+
+func (recordCodes) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (recordCodes) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		err := next(ctx, conn)
+		recordRPCCode(ctx, codeOf(err))
+		return err
+	}
+}
+
+// codeOf is the code of an RPC's result: connect.CodeOf, but 0 (ok) for no error.
+func codeOf(err error) connect.Code {
+	if err == nil {
+		return 0
+	}
+	return connect.CodeOf(err)
+}
