@@ -21,11 +21,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/store"
+	"usersd/store/observed"
 )
 
 const (
@@ -78,14 +80,21 @@ func (s *benchStore) CreateUser(_ context.Context, nu store.NewUser, _ *store.Co
 }
 
 // newBenchHandler is the service's whole handler on a benchStore, logging (access log included) as
-// JSON to nowhere, so that formatting the log lines is measured but writing them is not.
+// JSON to nowhere, so that formatting the log lines is measured but writing them is not. As in the
+// service, requests and store calls are recorded in metrics; tracing is off, its default.
 func newBenchHandler(b *testing.B) http.Handler {
 	b.Helper()
+	registry := prometheus.NewRegistry()
+	observedStore, err := observed.New(newBenchStore(), observed.Options{Metrics: registry, System: "memory"})
+	if err != nil {
+		b.Fatal(err)
+	}
 	h, err := New(Config{
-		Store:     newBenchStore(),
+		Store:     observedStore,
 		Keys:      NewAPIKeys(benchAPIKey),
 		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		AccessLog: io.Discard,
+		Metrics:   registry,
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -100,7 +100,7 @@ func New(cfg Config) (*Service, error) {
 	if err := addRoutes(routes, deps{Config: cfg, users: users, errs: errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	obs := observer{metrics: metrics, accessLog: cfg.AccessLog, errs: errs}
+	obs := observer{metrics: metrics, accessLog: cfg.AccessLog, errs: errs, unmatched: routes.unmatched}
 	if cfg.Tracing != nil {
 		obs.tracer = cfg.Tracing.Tracer(instrumentationName)
 	}

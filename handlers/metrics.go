@@ -5,9 +5,12 @@
 package handlers
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -20,13 +23,20 @@ const (
 	otherMethod    = "other"
 )
 
-// The protocols a request may speak, as the protocol label names them.
+// protocol is what a request speaks, as the protocol label names it.
+type protocol uint8
+
 const (
-	protocolREST    = "rest"
-	protocolConnect = "connect"
-	protocolGRPC    = "grpc"
-	protocolGRPCWeb = "grpc-web"
+	protocolREST protocol = iota
+	protocolConnect
+	protocolGRPC
+	protocolGRPCWeb
+	protocolCount
 )
+
+var protocolNames = [protocolCount]string{protocolREST: "rest", protocolConnect: "connect", protocolGRPC: "grpc", protocolGRPCWeb: "grpc-web"}
+
+func (p protocol) String() string { return protocolNames[p] }
 
 // durationBuckets are the upper bounds, in seconds, of the request and store duration histograms:
 // most answers take well under a millisecond, so the buckets start there and reach the request
@@ -38,9 +48,76 @@ var durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 type metrics struct {
 	requests    *prometheus.CounterVec
 	durations   *prometheus.HistogramVec
-	inFlight    *prometheus.GaugeVec
+	inFlight    prometheus.Gauge
 	replays     prometheus.Counter
 	refusedKeys *prometheus.CounterVec
+}
+
+// routeStats is a route as the metrics see it: its label, whether it serves an RPC, and the series
+// of each outcome it has had so far. The route table makes one for each route and one for the
+// misses; a request finds its series there by a small key, not by hashing four label values.
+type routeStats struct {
+	label string
+	rpc   bool
+	// series is replaced, never changed, so that a read needs no lock; mu orders the additions.
+	series atomic.Pointer[map[outcome]series]
+	mu     sync.Mutex
+}
+
+func newRouteStats(label string, rpc bool) *routeStats {
+	r := &routeStats{label: label, rpc: rpc}
+	r.series.Store(&map[outcome]series{})
+	return r
+}
+
+// outcome is how a request to a route ended: the rest of its series' labels.
+type outcome struct {
+	method   method
+	protocol protocol
+	code     code
+}
+
+// series is the counter and the histogram of one route's outcome.
+type series struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// method is a request's method as the method label names it: one the service has routes for, or
+// other.
+type method uint8
+
+var methodNames = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+	http.MethodDelete, http.MethodOptions, otherMethod}
+
+func methodOf(name string) method {
+	for i, known := range methodNames[:len(methodNames)-1] {
+		if name == known {
+			return method(i)
+		}
+	}
+	return method(len(methodNames) - 1)
+}
+
+func (m method) String() string { return methodNames[m] }
+
+// code is what a request ended with: an HTTP status on REST, an RPC code on RPC (see codeOf).
+type code int32
+
+// rpcCodeBase offsets RPC codes from HTTP statuses in a code.
+const rpcCodeBase = 1000
+
+func rpcCode(c connect.Code) code { return rpcCodeBase + code(c) }
+
+// String is the code's label value: the status's digits, or the RPC code's name ("ok" for success).
+func (c code) String() string {
+	if c < rpcCodeBase {
+		return strconv.Itoa(int(c))
+	}
+	if c == rpcCodeBase {
+		return "ok"
+	}
+	return connect.Code(c - rpcCodeBase).String()
 }
 
 // newMetrics registers the service's collectors with registerer; a nil registerer means no metrics.
@@ -58,10 +135,10 @@ func newMetrics(registerer prometheus.Registerer) (*metrics, error) {
 			Help:    "Time from a request's headers to the end of its answer, by route pattern, method and protocol.",
 			Buckets: durationBuckets,
 		}, []string{"route", "method", "protocol"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "usersd_requests_in_flight",
-			Help: "Requests being answered now, by protocol; a stream counts while it is open.",
-		}, []string{"protocol"}),
+			Help: "Requests being answered now; a stream counts while it is open.",
+		}),
 		replays: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "usersd_idempotent_replays_total",
 			Help: "Creates answered with the kept answer of an earlier request with the same idempotency key.",
@@ -80,20 +157,43 @@ func newMetrics(registerer prometheus.Registerer) (*metrics, error) {
 }
 
 // requestStarted counts a request in flight until requestEnded.
-func (m *metrics) requestStarted(protocol string) {
+func (m *metrics) requestStarted() {
 	if m != nil {
-		m.inFlight.WithLabelValues(protocol).Inc()
+		m.inFlight.Inc()
 	}
 }
 
-// requestEnded counts and times a request that has been answered.
-func (m *metrics) requestEnded(route, method, protocol, code string, took time.Duration) {
+// requestEnded counts and times a request that route answered.
+func (m *metrics) requestEnded(route *routeStats, o outcome, took time.Duration) {
 	if m == nil {
 		return
 	}
-	m.inFlight.WithLabelValues(protocol).Dec()
-	m.requests.WithLabelValues(route, method, protocol, code).Inc()
-	m.durations.WithLabelValues(route, method, protocol).Observe(took.Seconds())
+	m.inFlight.Dec()
+	s, ok := (*route.series.Load())[o]
+	if !ok {
+		s = m.addSeries(route, o)
+	}
+	s.requests.Inc()
+	s.duration.Observe(took.Seconds())
+}
+
+// addSeries adds the series of a route's outcome not seen before, on a copy of the route's map.
+func (m *metrics) addSeries(route *routeStats, o outcome) series {
+	route.mu.Lock()
+	defer route.mu.Unlock()
+	old := route.series.Load()
+	if s, ok := (*old)[o]; ok { // added meanwhile
+		return s
+	}
+	s := series{
+		requests: m.requests.WithLabelValues(route.label, o.method.String(), o.protocol.String(), o.code.String()),
+		duration: m.durations.WithLabelValues(route.label, o.method.String(), o.protocol.String()),
+	}
+	added := make(map[outcome]series, len(*old)+1)
+	maps.Copy(added, *old)
+	added[o] = s
+	route.series.Store(&added)
+	return s
 }
 
 func (m *metrics) idempotentReplay() {
@@ -109,49 +209,32 @@ func (m *metrics) refusedKey(key, reason string) {
 	}
 }
 
-// methodLabel is the request's method if the service has routes for it, or "other".
-func methodLabel(method string) string {
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
-		return method
-	}
-	return otherMethod
-}
-
-// codeLabel is what a request ended with as its client sees it: the HTTP status on REST, the RPC
+// codeOf is what a request ended with as its client sees it: the HTTP status on REST, the RPC
 // code on RPC. An RPC refused before its method ran (connect could not read its message, say) has
 // no recorded code; its code is then read from the answer, as a client would read it.
-func codeLabel(protocol string, info *requestInfo, status int, header http.Header) string {
+func codeOf(p protocol, info *requestInfo, status int, header http.Header) code {
 	if status == 0 {
 		status = http.StatusOK // what net/http sends for an answer that wrote nothing
 	}
-	if protocol == protocolREST {
-		return strconv.Itoa(status)
+	if p == protocolREST {
+		return code(status)
 	}
 	if info != nil && info.hasRPCCode {
-		return rpcCodeName(info.rpcCode)
+		return rpcCode(info.rpcCode)
 	}
 	for _, name := range []string{"Grpc-Status", http.TrailerPrefix + "Grpc-Status"} {
 		if value := header.Get(name); value != "" {
-			code, err := strconv.ParseUint(value, 10, 32)
-			if err != nil || code > uint64(connect.CodeUnauthenticated) {
-				return connect.CodeUnknown.String()
+			c, err := strconv.ParseUint(value, 10, 32)
+			if err != nil || c > uint64(connect.CodeUnauthenticated) {
+				return rpcCode(connect.CodeUnknown)
 			}
-			return rpcCodeName(connect.Code(code))
+			return rpcCode(connect.Code(c))
 		}
 	}
-	if code, ok := connectCodeOfStatus[status]; ok {
-		return rpcCodeName(code)
+	if c, ok := connectCodeOfStatus[status]; ok {
+		return rpcCode(c)
 	}
-	return connect.CodeUnknown.String()
-}
-
-// rpcCodeName names code as the Connect protocol does; success is "ok".
-func rpcCodeName(code connect.Code) string {
-	if code == 0 {
-		return "ok"
-	}
-	return code.String()
+	return rpcCode(connect.CodeUnknown)
 }
 
 // connectCodeOfStatus reads the code of a Connect answer from its HTTP status, for the answers whose
@@ -172,17 +255,22 @@ var connectCodeOfStatus = map[int]connect.Code{
 	http.StatusGatewayTimeout:      connect.CodeDeadlineExceeded,
 }
 
-// protocolOf names the protocol a request speaks: gRPC and gRPC-Web by their content types, Connect
-// for any other request to an RPC path (or that says it speaks Connect), REST for the rest.
-func (ew *errorWriter) protocolOf(r *http.Request) string {
-	contentType := r.Header.Get("Content-Type")
+// protocolOf names the protocol a request to route speaks: gRPC and gRPC-Web by their content
+// types, Connect for any other request to an RPC, REST for the rest. A miss (route is the table's
+// unmatched) is an RPC if the error writer answered it as one.
+func protocolOf(r *http.Request, route *routeStats, errs *errorWriter) protocol {
+	if !route.rpc && (route.label != unmatchedRoute || !errs.isRPC(r)) {
+		return protocolREST
+	}
+	var contentType string
+	if values := r.Header["Content-Type"]; len(values) > 0 { // the server has made the key canonical
+		contentType = values[0]
+	}
 	switch {
 	case strings.HasPrefix(contentType, "application/grpc-web"):
 		return protocolGRPCWeb
 	case strings.HasPrefix(contentType, "application/grpc"):
 		return protocolGRPC
-	case r.Header.Get("Connect-Protocol-Version") != "" || ew.underRPCPath(r.URL.Path):
-		return protocolConnect
 	}
-	return protocolREST
+	return protocolConnect
 }

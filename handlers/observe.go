@@ -23,7 +23,8 @@ type observer struct {
 	metrics   *metrics
 	tracer    trace.Tracer
 	accessLog io.Writer
-	errs      *errorWriter // tells RPC paths from REST ones
+	errs      *errorWriter // tells a miss under an RPC path from one elsewhere
+	unmatched *routeStats  // the route of every request that no route serves
 }
 
 // traceContext reads and writes the W3C traceparent and tracestate headers, which every protocol
@@ -35,17 +36,20 @@ var traceContext propagation.TraceContext
 // so that each store call is a span within it. Whatever happens below (even a panic that aborts
 // the answer) the request is counted, its span ended and its line logged.
 func withObservation(o observer, next http.Handler) http.Handler {
+	if o.unmatched == nil { // a chain without a route table, in tests
+		o.unmatched = newRouteStats(unmatchedRoute, false)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		info := infoOf(r.Context())
-		protocol := o.errs.protocolOf(r)
-		o.metrics.requestStarted(protocol)
+		o.metrics.requestStarted()
 		var span trace.Span
 		if o.tracer != nil {
+			method := methodOf(r.Method).String()
 			ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-			ctx, span = o.tracer.Start(ctx, methodLabel(r.Method), trace.WithSpanKind(trace.SpanKindServer),
+			ctx, span = o.tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer),
 				trace.WithTimestamp(start), trace.WithAttributes(
-					semconv.HTTPRequestMethodKey.String(methodLabel(r.Method)),
+					semconv.HTTPRequestMethodKey.String(method),
 					semconv.URLPath(r.URL.Path),
 					semconv.NetworkProtocolVersion(strings.TrimPrefix(r.Proto, "HTTP/")),
 				))
@@ -54,15 +58,16 @@ func withObservation(o observer, next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
 			end := time.Now()
-			route := unmatchedRoute
-			if info != nil && info.route != "" {
+			route := o.unmatched
+			if info != nil && info.route != nil {
 				route = info.route
 			}
-			code := codeLabel(protocol, info, rec.status, rec.Header())
-			o.metrics.requestEnded(route, methodLabel(r.Method), protocol, code, end.Sub(start))
+			protocol := protocolOf(r, route, o.errs)
+			ended := outcome{method: methodOf(r.Method), protocol: protocol, code: codeOf(protocol, info, rec.status, rec.Header())}
+			o.metrics.requestEnded(route, ended, end.Sub(start))
 			var spanContext trace.SpanContext
 			if span != nil {
-				endSpan(span, end, methodLabel(r.Method), route, protocol, code, rec.status)
+				endSpan(span, end, route.label, ended, rec.status)
 				spanContext = span.SpanContext()
 			}
 			if o.accessLog != nil {
@@ -82,20 +87,20 @@ var accessLineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); r
 // spans ("GET /users/{id}"; "users.v1.Users/GetUser" for an RPC), records how it ended, and ends it.
 // A span is an error only for a fault of the service (5xx, or an RPC code that stands for one),
 // not for a client's mistake.
-func endSpan(span trace.Span, end time.Time, method, route, protocol, code string, status int) {
+func endSpan(span trace.Span, end time.Time, route string, o outcome, status int) {
 	if status == 0 {
 		status = http.StatusOK
 	}
 	span.SetAttributes(semconv.HTTPResponseStatusCode(status))
 	failed := status >= 500
-	if protocol == protocolREST {
+	if o.protocol == protocolREST {
 		if route != unmatchedRoute {
-			span.SetName(method + " " + route)
+			span.SetName(o.method.String() + " " + route)
 			span.SetAttributes(semconv.HTTPRoute(route))
 		}
 	} else {
 		system := semconv.RPCSystemNameGRPC
-		if protocol == protocolConnect {
+		if o.protocol == protocolConnect {
 			system = semconv.RPCSystemNameConnectrpc
 		}
 		procedure := strings.TrimPrefix(route, "/")
@@ -104,21 +109,22 @@ func endSpan(span trace.Span, end time.Time, method, route, protocol, code strin
 		} else {
 			span.SetName(procedure)
 		}
-		span.SetAttributes(system, semconv.RPCMethod(procedure), semconv.RPCResponseStatusCodeKey.String(strings.ToUpper(code)))
-		failed = isServerFault(code)
+		span.SetAttributes(system, semconv.RPCMethod(procedure), semconv.RPCResponseStatusCodeKey.String(strings.ToUpper(o.code.String())))
+		failed = isServerFault(connect.Code(o.code - rpcCodeBase))
 	}
 	if failed {
-		span.SetStatus(codes.Error, code)
-		span.SetAttributes(semconv.ErrorTypeKey.String(code))
+		span.SetStatus(codes.Error, o.code.String())
+		span.SetAttributes(semconv.ErrorTypeKey.String(o.code.String()))
 	}
 	span.End(trace.WithTimestamp(end))
 }
 
 // isServerFault reports whether an RPC code stands for a fault of the server rather than of the
 // request, as OpenTelemetry's RPC conventions list them.
-func isServerFault(code string) bool {
-	switch code {
-	case "unknown", "deadline_exceeded", "unimplemented", "internal", "unavailable", "data_loss":
+func isServerFault(c connect.Code) bool {
+	switch c {
+	case connect.CodeUnknown, connect.CodeDeadlineExceeded, connect.CodeUnimplemented, connect.CodeInternal,
+		connect.CodeUnavailable, connect.CodeDataLoss:
 		return true
 	}
 	return false
@@ -131,7 +137,7 @@ type recordCodes struct{}
 func (recordCodes) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		res, err := next(ctx, req)
-		recordRPCCode(ctx, codeOf(err))
+		recordRPCCode(ctx, resultCode(err))
 		return res, err
 	}
 }
@@ -143,13 +149,13 @@ func (recordCodes) WrapStreamingClient(next connect.StreamingClientFunc) connect
 func (recordCodes) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		err := next(ctx, conn)
-		recordRPCCode(ctx, codeOf(err))
+		recordRPCCode(ctx, resultCode(err))
 		return err
 	}
 }
 
-// codeOf is the code of an RPC's result: connect.CodeOf, but 0 (ok) for no error.
-func codeOf(err error) connect.Code {
+// resultCode is the code of an RPC's result: connect.CodeOf, but 0 (ok) for no error.
+func resultCode(err error) connect.Code {
 	if err == nil {
 		return 0
 	}

@@ -16,9 +16,8 @@ type requestInfo struct {
 	// id is the request's id; client is the X-Request-Id that the client sent, unless that was
 	// taken as the id (empty if none, or not a sane one).
 	id, client string
-	// route is the pattern of the route that served the request, without its method; empty when
-	// no route did.
-	route string
+	// route is the route that served the request; nil when no route did.
+	route *routeStats
 	// rpcCode is the code an RPC ended with, when hasRPCCode says that one was recorded.
 	rpcCode    connect.Code
 	hasRPCCode bool

@@ -49,11 +49,14 @@ type routeTable struct {
 	errs           *errorWriter
 	metrics        *metrics // counts refused API keys
 	routes         []route
-	err            error // every refused registration; New fails with it
+	// unmatched stands for every request that no route serves, in the metrics.
+	unmatched *routeStats
+	err       error // every refused registration; New fails with it
 }
 
 func newRouteTable(keys *APIKeys, errs *errorWriter, metrics *metrics) *routeTable {
-	t := &routeTable{serving: http.NewServeMux(), known: http.NewServeMux(), keys: keys, errs: errs, metrics: metrics}
+	t := &routeTable{serving: http.NewServeMux(), known: http.NewServeMux(), keys: keys, errs: errs, metrics: metrics,
+		unmatched: newRouteStats(unmatchedRoute, false)}
 	// The catch-all is not a route of the table: it only answers what no route serves, with an error.
 	t.serving.Handle("/", answerMiss(t.known, errs))
 	return t
@@ -77,16 +80,18 @@ func (t *routeTable) protected(pattern string, h http.Handler) {
 	t.add(route{pattern: pattern, access: accessProtected}, requireAPIKey(t.keys, t.errs, t.metrics, h))
 }
 
-// add serves h at the route's pattern, and records the pattern, without its method, as the route
-// of each request it serves (see requestInfo): the route label of the request's metrics and span.
+// add serves h at the route's pattern, and records the route in each request it serves (see
+// requestInfo): its pattern without the method is the route label of the request's metrics and
+// span. A route under an RPC service's path serves an RPC.
 func (t *routeTable) add(r route, h http.Handler) {
 	label := r.pattern
 	if i := strings.IndexAny(label, " \t"); i >= 0 {
 		label = strings.TrimLeft(label[i:], " \t")
 	}
+	stats := newRouteStats(label, t.errs.underRPCPath(label))
 	served := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if info := infoOf(req.Context()); info != nil {
-			info.route = label
+			info.route = stats
 		}
 		h.ServeHTTP(w, req)
 	})

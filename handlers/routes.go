@@ -29,6 +29,7 @@ func addRoutes(routes *routeTable, d deps) error {
 	// answered unimplemented in the caller's protocol (connect's handler would answer plain text).
 	// A method needs a key unless it says why it only reads.
 	mountRPC := func(path string, h http.Handler, methods []rpcMethod) {
+		errs.rpcPrefixes = append(errs.rpcPrefixes, path) // first: the route table asks it which routes are RPCs
 		for _, m := range methods {
 			if m.reads == "" {
 				routes.protected(path+m.name, h)
@@ -36,7 +37,6 @@ func addRoutes(routes *routeTable, d deps) error {
 				routes.public(path+m.name, h, m.reads)
 			}
 		}
-		errs.rpcPrefixes = append(errs.rpcPrefixes, path)
 	}
 	rpcOptions := []connect.HandlerOption{
 		connect.WithCodec(jsonCodecs[0]), connect.WithCodec(jsonCodecs[1]), connect.WithCodec(protoCodec{}),
