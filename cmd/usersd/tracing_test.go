@@ -141,8 +141,9 @@ func newCallerSpan(t *testing.T) callerSpan {
 
 // TestTracesReachAnOTLPReceiverWithTheCallersTraceID: with an OTLP endpoint set, a gRPC call and a
 // REST call that carry a caller's traceparent each become a server span of the caller's trace, a
-// child of the caller's span, with a span for the store call within it; the spans reach the
-// receiver while the service runs, and the access log line of each request names its trace and span.
+// child of the caller's span, with a span for the store call within it; so does a call over each
+// other RPC protocol. The spans reach the receiver while the service runs, and the access log line
+// of each request names its trace and span.
 func TestTracesReachAnOTLPReceiverWithTheCallersTraceID(t *testing.T) {
 	receiver := startOTLPReceiver(t)
 	cmd, s, logs := startProcessWithEnv(t, []string{
@@ -152,16 +153,7 @@ func TestTracesReachAnOTLPReceiverWithTheCallersTraceID(t *testing.T) {
 	id := idOf(t, s.createUser(t, "ada", "admin"))
 
 	grpcCaller := newCallerSpan(t)
-	client := s.rpcClient(rpcProtocolNamed(t, "gRPC"), "", connect.WithInterceptors(connect.UnaryInterceptorFunc(
-		func(next connect.UnaryFunc) connect.UnaryFunc {
-			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-				req.Header().Set("traceparent", grpcCaller.traceparent)
-				return next(ctx, req)
-			}
-		})))
-	if _, err := client.GetUser(context.Background(), &usersv1.GetUserRequest{Id: int32(id)}); err != nil {
-		t.Fatalf("gRPC GetUser: %v", err)
-	}
+	getUserAs(t, s, "gRPC", grpcCaller, id)
 	restCaller := newCallerSpan(t)
 	if res := s.do(t, http1Client, request{method: "GET", path: "/users?role=admin",
 		header: map[string]string{"traceparent": restCaller.traceparent}}); res.status != http.StatusOK {
@@ -200,6 +192,17 @@ func TestTracesReachAnOTLPReceiverWithTheCallersTraceID(t *testing.T) {
 			t.Errorf("%s: db.system.name = %q, want sqlite", c.storeCall, got)
 		}
 	}
+	// The other RPC protocols carry the traceparent as well. The user is in the cache by now, so
+	// these calls make no store call.
+	for protocol, system := range map[string]string{"Connect binary": "connectrpc", "Connect JSON": "connectrpc", "gRPC-Web": "grpc"} {
+		caller := newCallerSpan(t)
+		getUserAs(t, s, protocol, caller, id)
+		server := receiver.waitForSpan(t, caller.traceID, "users.v1.Users/GetUser")
+		if string(server.GetParentSpanId()) != string(caller.spanID) || attribute(server, "rpc.system.name") != system {
+			t.Errorf("%s: parent span %x and rpc.system.name %q, want the caller's %x and %q", protocol,
+				server.GetParentSpanId(), attribute(server, "rpc.system.name"), caller.spanID, system)
+		}
+	}
 	receiver.mu.Lock()
 	services := slices.Clone(receiver.services)
 	receiver.mu.Unlock()
@@ -226,6 +229,21 @@ func TestTracesReachAnOTLPReceiverWithTheCallersTraceID(t *testing.T) {
 			t.Errorf("the access log line of trace %s: path %v, span_id %v; want %s and %x", traceID, line["path"], line["span_id"],
 				path, server.GetSpanId())
 		}
+	}
+}
+
+// getUserAs calls GetUser over protocol with the caller's traceparent.
+func getUserAs(t *testing.T, s *testServer, protocol string, caller callerSpan, id int) {
+	t.Helper()
+	client := s.rpcClient(rpcProtocolNamed(t, protocol), "", connect.WithInterceptors(connect.UnaryInterceptorFunc(
+		func(next connect.UnaryFunc) connect.UnaryFunc {
+			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+				req.Header().Set("traceparent", caller.traceparent)
+				return next(ctx, req)
+			}
+		})))
+	if _, err := client.GetUser(context.Background(), &usersv1.GetUserRequest{Id: int32(id)}); err != nil {
+		t.Fatalf("%s GetUser: %v", protocol, err)
 	}
 }
 
