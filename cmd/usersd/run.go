@@ -70,11 +70,11 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	// The cache is above the observed store, so that a store call is a call to the database. On
 	// SQLite this process is the only writer, so hot users can be served from memory; on a
 	// PostgreSQL that replicas share, another process's write could not invalidate them.
-	var data store.Store
-	data, err = observed.New(st, observed.Options{Metrics: registry, Tracing: tracingOrNil(tracing), System: st.System()})
+	observedStore, err := observed.New(st, observed.Options{Metrics: registry, Tracing: tracingOrNil(tracing), System: st.System()})
 	if err != nil {
 		return fmt.Errorf("store metrics: %w", err)
 	}
+	var data store.Store = observedStore
 	if !st.Shared() {
 		data = store.WithUserCache(data, userCacheSize)
 	}
@@ -103,7 +103,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	}
 	logger.Info("listening", "addr", listener.Addr().String(), "db", redactDSN(cfg.db), "api_keys", keys.Len())
 
-	go sweepExpiredRequests(background, st, sweepInterval, logger)
+	go sweepExpiredRequests(background, observedStore, sweepInterval, logger) // observed: its calls are timed too
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(coalesce.Listener(listener)) }()
