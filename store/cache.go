@@ -10,14 +10,16 @@ import (
 // WithUserCache returns s with GetUser served from memory for up to capacity users. It is correct
 // only when every write to s goes through the returned Store, that is when no other process writes
 // to the same database: use it for SQLite, never for a PostgreSQL that replicas share.
-func WithUserCache(s Store, capacity int) Store {
-	return &userCache{next: s, capacity: capacity, users: make(map[int32]User, capacity)}
+func WithUserCache(s Store, capacity int) *UserCache {
+	return &UserCache{next: s, capacity: capacity, users: make(map[int32]User, capacity)}
 }
 
-// userCache names next rather than embedding it, and forwards every method of Store by hand: a
+// UserCache is a Store with GetUser served from memory (see WithUserCache).
+//
+// It names next rather than embedding it, and forwards every method of Store by hand: a
 // method added to Store then fails to compile here until someone decides whether it must forget a
 // user, instead of reaching the database past the cache and leaving a stale user in it.
-type userCache struct {
+type UserCache struct {
 	next     Store
 	capacity int
 
@@ -26,16 +28,34 @@ type userCache struct {
 	// writes counts finished writes. A read stores what it read only if no write finished while it
 	// read, so a value read before a concurrent write can never be cached after it.
 	writes uint64
+	// hits and misses count the reads of GetUser, for Lookups.
+	hits, misses uint64
 }
 
-var _ Store = (*userCache)(nil)
+// Lookups reports how many reads of GetUser the cache has answered (hits) and passed on (misses).
+func (c *UserCache) Lookups() (hits, misses uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits, c.misses
+}
 
-func (c *userCache) GetUser(ctx context.Context, id int32) (User, error) {
+// Len reports how many users the cache holds.
+func (c *UserCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.users)
+}
+
+var _ Store = (*UserCache)(nil)
+
+func (c *UserCache) GetUser(ctx context.Context, id int32) (User, error) {
 	c.mu.Lock()
 	if u, ok := c.users[id]; ok {
+		c.hits++
 		c.mu.Unlock()
 		return u, nil
 	}
+	c.misses++
 	writesBefore := c.writes
 	c.mu.Unlock()
 
@@ -58,7 +78,7 @@ func (c *userCache) GetUser(ctx context.Context, id int32) (User, error) {
 }
 
 // forget drops the user after a write to it has finished (committed or failed).
-func (c *userCache) forget(id int32) {
+func (c *UserCache) forget(id int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.writes++
@@ -68,12 +88,12 @@ func (c *userCache) forget(id int32) {
 // Writes that change a user forget it whether they succeed or fail: an error does not prove that
 // nothing was written, and a reread costs one query.
 
-func (c *userCache) UpdateUser(ctx context.Context, id int32, changes UserChanges, ifVersion IfVersion) (User, error) {
+func (c *UserCache) UpdateUser(ctx context.Context, id int32, changes UserChanges, ifVersion IfVersion) (User, error) {
 	defer c.forget(id)
 	return c.next.UpdateUser(ctx, id, changes, ifVersion)
 }
 
-func (c *userCache) DeleteUser(ctx context.Context, id int32, ifVersion IfVersion) error {
+func (c *UserCache) DeleteUser(ctx context.Context, id int32, ifVersion IfVersion) error {
 	defer c.forget(id)
 	return c.next.DeleteUser(ctx, id, ifVersion)
 }
@@ -82,37 +102,37 @@ func (c *userCache) DeleteUser(ctx context.Context, id int32, ifVersion IfVersio
 // of a missing user is not kept, and ids are never reused after a delete (the conformance suite
 // holds every backend to that).
 
-func (c *userCache) CreateUser(ctx context.Context, u NewUser, done *Completion[User]) (User, error) {
+func (c *UserCache) CreateUser(ctx context.Context, u NewUser, done *Completion[User]) (User, error) {
 	return c.next.CreateUser(ctx, u, done)
 }
 
 // CreatePost leaves the user row alone (no version bump), and a User holds nothing about its posts.
-func (c *userCache) CreatePost(ctx context.Context, userID int32, p NewPost, done *Completion[Post]) (Post, error) {
+func (c *UserCache) CreatePost(ctx context.Context, userID int32, p NewPost, done *Completion[Post]) (Post, error) {
 	return c.next.CreatePost(ctx, userID, p, done)
 }
 
-func (c *userCache) BeginRequest(ctx context.Context, key RequestKey, hash []byte) (Reservation, *Answer, error) {
+func (c *UserCache) BeginRequest(ctx context.Context, key RequestKey, hash []byte) (Reservation, *Answer, error) {
 	return c.next.BeginRequest(ctx, key, hash)
 }
 
-func (c *userCache) AbandonRequest(ctx context.Context, r Reservation) error {
+func (c *UserCache) AbandonRequest(ctx context.Context, r Reservation) error {
 	return c.next.AbandonRequest(ctx, r)
 }
 
-func (c *userCache) DeleteExpiredRequests(ctx context.Context, limit int) (int, error) {
+func (c *UserCache) DeleteExpiredRequests(ctx context.Context, limit int) (int, error) {
 	return c.next.DeleteExpiredRequests(ctx, limit)
 }
 
 // Reads other than GetUser are not cached: lists change with every write to any user.
 
-func (c *userCache) ListUsers(ctx context.Context, q UserQuery) (Page[User], error) {
+func (c *UserCache) ListUsers(ctx context.Context, q UserQuery) (Page[User], error) {
 	return c.next.ListUsers(ctx, q)
 }
 
-func (c *userCache) ListPosts(ctx context.Context, userID int32, q PostQuery) (Page[Post], error) {
+func (c *UserCache) ListPosts(ctx context.Context, userID int32, q PostQuery) (Page[Post], error) {
 	return c.next.ListPosts(ctx, userID, q)
 }
 
-func (c *userCache) Ping(ctx context.Context) error { return c.next.Ping(ctx) }
+func (c *UserCache) Ping(ctx context.Context) error { return c.next.Ping(ctx) }
 
-func (c *userCache) Close() error { return c.next.Close() }
+func (c *UserCache) Close() error { return c.next.Close() }

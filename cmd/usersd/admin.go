@@ -1,5 +1,5 @@
 // The admin listener: Prometheus metrics (/metrics) and Go's profiler (net/http/pprof), on an
-// address of its own, off by default.
+// address of its own, off by default; and the collectors that cmd/usersd adds to the registry itself.
 package main
 
 import (
@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"usersd/store"
 )
 
 // adminHeaderTimeout bounds how long an admin client may take to send its headers.
@@ -25,6 +27,23 @@ func newMetrics() *prometheus.Registry {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return registry
+}
+
+// cacheCollectors report what the user cache does: its reads by result, and its size.
+func cacheCollectors(cache *store.UserCache) []prometheus.Collector {
+	const lookupsHelp = "Reads of a user by id that the in-process user cache (SQLite only) answered (result hit) or passed to the database (miss)."
+	lookups := func(result string, pick func(hits, misses uint64) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "usersd_user_cache_lookups_total", Help: lookupsHelp, ConstLabels: prometheus.Labels{"result": result},
+		}, func() float64 { return float64(pick(cache.Lookups())) })
+	}
+	return []prometheus.Collector{
+		lookups("hit", func(hits, _ uint64) uint64 { return hits }),
+		lookups("miss", func(_, misses uint64) uint64 { return misses }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "usersd_user_cache_users", Help: "Users held by the in-process user cache.",
+		}, func() float64 { return float64(cache.Len()) }),
+	}
 }
 
 // serveAdmin serves the metrics of registry and the profiler on addr until ctx ends. It is a

@@ -153,6 +153,10 @@ func TestMetricsCountRequestsByRouteProtocolAndCode(t *testing.T) {
 		{"usersd_idempotent_replays_total", map[string]string{}, 1},
 		{"usersd_store_errors_total", map[string]string{"operation": "GetUser", "kind": "not_found"}, 5}, // REST and four RPCs
 		{"usersd_store_errors_total", map[string]string{"operation": "BeginRequest", "kind": "request_mismatch"}, 1},
+		// ada read from the database once, then four times from the cache; no user five times.
+		{"usersd_user_cache_lookups_total", map[string]string{"result": "hit"}, 4},
+		{"usersd_user_cache_lookups_total", map[string]string{"result": "miss"}, 6},
+		{"usersd_user_cache_users", map[string]string{}, 1},
 	} {
 		got, ok := sample(families, c.family, c.labels)
 		if !ok || got != c.want {

@@ -76,7 +76,9 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	}
 	var data store.Store = observedStore
 	if !st.Shared() {
-		data = store.WithUserCache(data, userCacheSize)
+		cache := store.WithUserCache(data, userCacheSize)
+		registry.MustRegister(cacheCollectors(cache)...)
+		data = cache
 	}
 	service, err := handlers.New(handlers.Config{
 		Store: data, Keys: keys, Logger: logger, AccessLog: logs.Later(), MaxBodyBytes: cfg.maxBodyBytes,
