@@ -2,17 +2,21 @@ package main
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
 // missingTool ends a test that needs a program the machine does not have: it skips, with message
-// saying how to get it, unless the environment variable require is 1, as CI sets it, which makes
-// the test fail instead, so that CI never passes without running it.
+// saying how to get it, unless the switch require (a USERS_REQUIRE_* variable) is 1, as CI sets
+// it, which makes the test fail instead, so that CI never passes without running it.
 func missingTool(t *testing.T, require, message string) {
 	t.Helper()
+	if !strings.HasPrefix(require, "USERS_REQUIRE_") {
+		t.Fatalf("missingTool: %q is not a USERS_REQUIRE_* switch, so CI could not force the test", require)
+	}
 	message += "; set " + require + "=1 to fail instead of skip"
 	if os.Getenv(require) == "1" {
 		t.Fatal(message)
 	}
-	t.Skip(message)
+	t.Skip(message) // USERS_REQUIRE_* (require) set to 1, as CI does, fails above instead
 }
