@@ -100,7 +100,7 @@ func New(cfg Config) (*Service, error) {
 	if err := addRoutes(routes, deps{Config: cfg, users: users, errs: errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	obs := observer{metrics: metrics, accessLog: cfg.AccessLog, errs: errs, unmatched: routes.unmatched}
+	obs := observer{metrics: metrics, accessLog: cfg.AccessLog, errs: errs}
 	if cfg.Tracing != nil {
 		obs.tracer = cfg.Tracing.Tracer(instrumentationName)
 	}
@@ -109,8 +109,8 @@ func New(cfg Config) (*Service, error) {
 
 // withMiddleware wraps the routes in what every request passes through, outermost last. The order
 // matters: the request context (id, deadline) comes first so that everything below can log with
-// it, the observer (metrics, span, access log) sees every answer, and the final error handler is below CORS and the security
-// headers so that an error it writes carries them.
+// it, the observer (metrics, span, access log) sees every answer, and the final error handler is
+// below CORS and the security headers so that an error it writes carries them.
 func withMiddleware(cfg Config, obs observer, errs *errorWriter, routes http.Handler) http.Handler {
 	h := withCleanPaths(errs, routes)
 	h = withConnectGETChecks(errs, h)

@@ -255,11 +255,10 @@ var connectCodeOfStatus = map[int]connect.Code{
 	http.StatusGatewayTimeout:      connect.CodeDeadlineExceeded,
 }
 
-// protocolOf names the protocol a request to route speaks: gRPC and gRPC-Web by their content
-// types, Connect for any other request to an RPC, REST for the rest. A miss (route is the table's
-// unmatched) is an RPC if the error writer answered it as one.
-func protocolOf(r *http.Request, route *routeStats, errs *errorWriter) protocol {
-	if !route.rpc && (route.label != unmatchedRoute || !errs.isRPC(r)) {
+// protocolOf names the protocol a request speaks: gRPC and gRPC-Web by their content types,
+// Connect for any other request to an RPC, REST for the rest.
+func protocolOf(r *http.Request, rpc bool) protocol {
+	if !rpc {
 		return protocolREST
 	}
 	var contentType string

@@ -24,7 +24,6 @@ type observer struct {
 	tracer    trace.Tracer
 	accessLog io.Writer
 	errs      *errorWriter // tells a miss under an RPC path from one elsewhere
-	unmatched *routeStats  // the route of every request that no route serves
 }
 
 // traceContext reads and writes the W3C traceparent and tracestate headers, which every protocol
@@ -36,20 +35,18 @@ var traceContext propagation.TraceContext
 // so that each store call is a span within it. Whatever happens below (even a panic that aborts
 // the answer) the request is counted, its span ended and its line logged.
 func withObservation(o observer, next http.Handler) http.Handler {
-	if o.unmatched == nil { // a chain without a route table, in tests
-		o.unmatched = newRouteStats(unmatchedRoute, false)
-	}
+	unmatched := newRouteStats(unmatchedRoute, false) // the route of every request that no route serves
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		info := infoOf(r.Context())
+		method := methodOf(r.Method)
 		o.metrics.requestStarted()
 		var span trace.Span
 		if o.tracer != nil {
-			method := methodOf(r.Method).String()
 			ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-			ctx, span = o.tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer),
+			ctx, span = o.tracer.Start(ctx, method.String(), trace.WithSpanKind(trace.SpanKindServer),
 				trace.WithTimestamp(start), trace.WithAttributes(
-					semconv.HTTPRequestMethodKey.String(method),
+					semconv.HTTPRequestMethodKey.String(method.String()),
 					semconv.URLPath(r.URL.Path),
 					semconv.NetworkProtocolVersion(strings.TrimPrefix(r.Proto, "HTTP/")),
 				))
@@ -58,16 +55,17 @@ func withObservation(o observer, next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
 			end := time.Now()
-			route := o.unmatched
-			if info != nil && info.route != nil {
+			route, matched := unmatched, info != nil && info.route != nil
+			if matched {
 				route = info.route
 			}
-			protocol := protocolOf(r, route, o.errs)
-			ended := outcome{method: methodOf(r.Method), protocol: protocol, code: codeOf(protocol, info, rec.status, rec.Header())}
+			// A miss is an RPC's if it is under an RPC path, or speaks an RPC protocol.
+			protocol := protocolOf(r, route.rpc || !matched && o.errs.isRPC(r))
+			ended := outcome{method: method, protocol: protocol, code: codeOf(protocol, info, rec.status, rec.Header())}
 			o.metrics.requestEnded(route, ended, end.Sub(start))
 			var spanContext trace.SpanContext
 			if span != nil {
-				endSpan(span, end, route.label, ended, rec.status)
+				endSpan(span, end, route.label, matched, ended, rec.status)
 				spanContext = span.SpanContext()
 			}
 			if o.accessLog != nil {
@@ -87,14 +85,14 @@ var accessLineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); r
 // spans ("GET /users/{id}"; "users.v1.Users/GetUser" for an RPC), records how it ended, and ends it.
 // A span is an error only for a fault of the service (5xx, or an RPC code that stands for one),
 // not for a client's mistake.
-func endSpan(span trace.Span, end time.Time, route string, o outcome, status int) {
+func endSpan(span trace.Span, end time.Time, route string, matched bool, o outcome, status int) {
 	if status == 0 {
 		status = http.StatusOK
 	}
 	span.SetAttributes(semconv.HTTPResponseStatusCode(status))
 	failed := status >= 500
 	if o.protocol == protocolREST {
-		if route != unmatchedRoute {
+		if matched {
 			span.SetName(o.method.String() + " " + route)
 			span.SetAttributes(semconv.HTTPRoute(route))
 		}
@@ -104,7 +102,7 @@ func endSpan(span trace.Span, end time.Time, route string, o outcome, status int
 			system = semconv.RPCSystemNameConnectrpc
 		}
 		procedure := strings.TrimPrefix(route, "/")
-		if route == unmatchedRoute {
+		if !matched {
 			procedure = "_OTHER"
 		} else {
 			span.SetName(procedure)

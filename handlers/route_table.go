@@ -49,14 +49,11 @@ type routeTable struct {
 	errs           *errorWriter
 	metrics        *metrics // counts refused API keys
 	routes         []route
-	// unmatched stands for every request that no route serves, in the metrics.
-	unmatched *routeStats
-	err       error // every refused registration; New fails with it
+	err            error // every refused registration; New fails with it
 }
 
 func newRouteTable(keys *APIKeys, errs *errorWriter, metrics *metrics) *routeTable {
-	t := &routeTable{serving: http.NewServeMux(), known: http.NewServeMux(), keys: keys, errs: errs, metrics: metrics,
-		unmatched: newRouteStats(unmatchedRoute, false)}
+	t := &routeTable{serving: http.NewServeMux(), known: http.NewServeMux(), keys: keys, errs: errs, metrics: metrics}
 	// The catch-all is not a route of the table: it only answers what no route serves, with an error.
 	t.serving.Handle("/", answerMiss(t.known, errs))
 	return t
