@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
 
 	"usersd/coalesce"
 	"usersd/handlers"
@@ -50,12 +48,12 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	}
 	defer st.Close() // after the server has drained: requests under way still need it
 
-	tracing, err := newTracing(ctx)
+	tracing, stopTracing, err := newTracing(ctx)
 	if err != nil {
 		return fmt.Errorf("tracing: %w", err)
 	}
 	defer func() {
-		if err := stopTracing(tracing); err != nil {
+		if err := stopTracing(); err != nil {
 			logger.Warn("tracing stopped with spans unsent", "error", err)
 		}
 	}()
@@ -70,7 +68,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	// The cache is above the observed store, so that a store call is a call to the database. On
 	// SQLite this process is the only writer, so hot users can be served from memory; on a
 	// PostgreSQL that replicas share, another process's write could not invalidate them.
-	observedStore, err := observed.New(st, observed.Options{Metrics: registry, Tracing: tracingOrNil(tracing), System: st.System()})
+	observedStore, err := observed.New(st, observed.Options{Metrics: registry, Tracing: tracing, System: st.System()})
 	if err != nil {
 		return fmt.Errorf("store metrics: %w", err)
 	}
@@ -83,7 +81,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	service, err := handlers.New(handlers.Config{
 		Store: data, Keys: keys, Logger: logger, AccessLog: logs.Later(), MaxBodyBytes: cfg.maxBodyBytes,
 		RequestTimeout: cfg.limits.requestTimeout, CORSOrigins: cfg.corsOrigins, TrustRequestID: cfg.trustRequestID,
-		Metrics: registry, Tracing: tracingOrNil(tracing),
+		Metrics: registry, Tracing: tracing,
 	})
 	if err != nil {
 		return err
@@ -188,13 +186,4 @@ func newServer(handler http.Handler, limits serverLimits, logger *slog.Logger) *
 		},
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-}
-
-// tracingOrNil turns a nil provider into a nil interface, which is how the handlers and the store
-// are told that tracing is off (a nil *TracerProvider in an interface is not nil).
-func tracingOrNil(provider *sdktrace.TracerProvider) trace.TracerProvider {
-	if provider == nil {
-		return nil
-	}
-	return provider
 }

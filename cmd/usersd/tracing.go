@@ -13,13 +13,15 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // tracesFlushTimeout bounds how long the spans still buffered at exit may take to be sent.
 const tracesFlushTimeout = 5 * time.Second
 
-// newTracing returns the tracer provider that the OTEL_* variables describe, or nil if tracing is
-// off: it is on when OTEL_TRACES_EXPORTER is "otlp", or is unset and an OTLP endpoint is set
+// newTracing returns the tracer provider that the OTEL_* variables describe, and stop, which sends
+// the spans still buffered (for up to tracesFlushTimeout) and ends it. The provider is nil if
+// tracing is off (and stop does nothing): it is on when OTEL_TRACES_EXPORTER is "otlp", or is unset and an OTLP endpoint is set
 // (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT). The exporter speaks OTLP over
 // HTTP (protobuf, or JSON with OTEL_EXPORTER_OTLP_PROTOCOL=http/json) and reads the other exporter
 // variables itself (headers, timeout, compression, certificates); the SDK reads the sampler
@@ -28,13 +30,14 @@ const tracesFlushTimeout = 5 * time.Second
 //
 // The variables are read from the process's environment, not through run's getenv, because the
 // SDK reads them there itself; one source keeps the decision and the exporter from disagreeing.
-func newTracing(ctx context.Context) (*sdktrace.TracerProvider, error) {
+func newTracing(ctx context.Context) (provider trace.TracerProvider, stop func() error, err error) {
+	stop = func() error { return nil }
 	if on, err := tracingWanted(os.Getenv); err != nil || !on {
-		return nil, err
+		return nil, stop, err
 	}
 	exporter, err := otlptracehttp.New(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("OTLP exporter: %w", err)
+		return nil, stop, fmt.Errorf("OTLP exporter: %w", err)
 	}
 	// Later detectors win: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES can rename the service.
 	res, err := resource.New(ctx,
@@ -43,9 +46,18 @@ func newTracing(ctx context.Context) (*sdktrace.TracerProvider, error) {
 		resource.WithFromEnv(),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("trace resource: %w", err)
+		return nil, stop, fmt.Errorf("trace resource: %w", err)
 	}
-	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res)), nil
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
+	stop = func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), tracesFlushTimeout)
+		defer cancel()
+		if err := sdk.Shutdown(ctx); err != nil {
+			return fmt.Errorf("send the last spans: %w", err)
+		}
+		return nil
+	}
+	return sdk, stop, nil
 }
 
 // tracingWanted decides from the OTEL_* variables whether to trace, and refuses what this build
@@ -75,17 +87,4 @@ func tracingWanted(getenv func(string) string) (bool, error) {
 	}
 	return false, fmt.Errorf("OTLP protocol %q: usersd sends OTLP over HTTP only (http/protobuf or http/json); "+
 		"point it at the collector's HTTP port, 4318 by default", protocol)
-}
-
-// stopTracing sends the spans still buffered and stops the provider; a nil provider is tracing off.
-func stopTracing(provider *sdktrace.TracerProvider) error {
-	if provider == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), tracesFlushTimeout)
-	defer cancel()
-	if err := provider.Shutdown(ctx); err != nil {
-		return fmt.Errorf("send the last spans: %w", err)
-	}
-	return nil
 }
