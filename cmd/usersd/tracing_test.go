@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -21,13 +22,14 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	usersv1 "usersd/gen/users/v1"
 )
 
 // otlpReceiver is an OTLP/HTTP trace receiver on loopback: what a collector's otlp receiver does
-// with POST /v1/traces, keeping the spans it is sent.
+// with POST /v1/traces, in protobuf or JSON, keeping the spans it is sent.
 type otlpReceiver struct {
 	*httptest.Server
 	mu       sync.Mutex
@@ -39,8 +41,13 @@ func startOTLPReceiver(t *testing.T) *otlpReceiver {
 	t.Helper()
 	rec := &otlpReceiver{}
 	rec.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
-			http.Error(w, "want POST /v1/traces of application/x-protobuf", http.StatusBadRequest)
+		unmarshal := proto.Unmarshal
+		contentType := r.Header.Get("Content-Type")
+		if contentType == "application/json" {
+			unmarshal = protojson.Unmarshal
+		}
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" || contentType != "application/json" && contentType != "application/x-protobuf" {
+			http.Error(w, "want POST /v1/traces of application/x-protobuf or application/json", http.StatusBadRequest)
 			return
 		}
 		var body io.Reader = r.Body
@@ -55,7 +62,7 @@ func startOTLPReceiver(t *testing.T) *otlpReceiver {
 		raw, err := io.ReadAll(body)
 		var export collectortrace.ExportTraceServiceRequest
 		if err == nil {
-			err = proto.Unmarshal(raw, &export)
+			err = unmarshal(raw, &export)
 		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -69,16 +76,35 @@ func startOTLPReceiver(t *testing.T) *otlpReceiver {
 				}
 			}
 			for _, scopeSpans := range resourceSpans.GetScopeSpans() {
-				rec.spans = append(rec.spans, scopeSpans.GetSpans()...)
+				for _, span := range scopeSpans.GetSpans() {
+					if contentType == "application/json" {
+						span.TraceId, span.SpanId, span.ParentSpanId = hexID(span.TraceId), hexID(span.SpanId), hexID(span.ParentSpanId)
+					}
+					rec.spans = append(rec.spans, span)
+				}
 			}
 		}
 		rec.mu.Unlock()
 		answer, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
+		if contentType == "application/json" {
+			answer, _ = protojson.Marshal(&collectortrace.ExportTraceServiceResponse{})
+		}
+		w.Header().Set("Content-Type", contentType)
 		w.Write(answer)
 	}))
 	t.Cleanup(rec.Close)
 	return rec
+}
+
+// hexID reads an id of OTLP/JSON, which writes ids in hex where proto3's JSON mapping (and so
+// protojson, which decoded it) has base64: the bytes protojson made are the hex text's base64
+// reading, so encoding them again gives the text back.
+func hexID(decoded []byte) []byte {
+	id, err := hex.DecodeString(base64.StdEncoding.EncodeToString(decoded))
+	if err != nil {
+		return decoded
+	}
+	return id
 }
 
 // waitForSpan waits until a span named name of trace traceID has been received, and returns it.
@@ -230,6 +256,34 @@ func TestTracesReachAnOTLPReceiverWithTheCallersTraceID(t *testing.T) {
 				path, server.GetSpanId())
 		}
 	}
+}
+
+// TestSpansStillBufferedAreSentAtAStop: a clean stop sends the spans that the batcher still holds,
+// here over OTLP's JSON encoding. The batch delay is ten minutes, so only the stop can send them.
+func TestSpansStillBufferedAreSentAtAStop(t *testing.T) {
+	receiver := startOTLPReceiver(t)
+	cmd, s, _ := startProcessWithEnv(t, []string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + receiver.URL,
+		"OTEL_EXPORTER_OTLP_PROTOCOL=http/json",
+		"OTEL_BSP_SCHEDULE_DELAY=600000",
+	}, filepath.Join(t.TempDir(), "users.db"))
+	caller := newCallerSpan(t)
+	if res := s.do(t, http1Client, request{method: "GET", path: "/users",
+		header: map[string]string{"traceparent": caller.traceparent}}); res.status != http.StatusOK {
+		t.Fatalf("GET /users: %d %s", res.status, res.body)
+	}
+	time.Sleep(200 * time.Millisecond) // what a batch delay short enough to matter would have taken
+	receiver.mu.Lock()
+	early := len(receiver.spans)
+	receiver.mu.Unlock()
+	if early != 0 {
+		t.Fatalf("%d spans arrived before the stop: the batch delay did not hold them", early)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("usersd did not stop cleanly: %v", err)
+	}
+	receiver.waitForSpan(t, caller.traceID, "GET /users")
 }
 
 // getUserAs calls GetUser over protocol with the caller's traceparent.
