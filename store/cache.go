@@ -133,6 +133,20 @@ func (c *UserCache) ListPosts(ctx context.Context, userID int32, q PostQuery) (P
 	return c.next.ListPosts(ctx, userID, q)
 }
 
+// The change log is read past the cache: it is its own record, and reading it changes no user.
+
+func (c *UserCache) UserEvents(ctx context.Context, after int64, limit int) (UserEvents, error) {
+	return c.next.UserEvents(ctx, after, limit)
+}
+
+func (c *UserCache) DeleteExpiredUserEvents(ctx context.Context, limit int) (int, error) {
+	return c.next.DeleteExpiredUserEvents(ctx, limit)
+}
+
+func (c *UserCache) NotifyUserEvents(wake chan<- struct{}) (stop func()) {
+	return c.next.NotifyUserEvents(wake)
+}
+
 func (c *UserCache) Ping(ctx context.Context) error { return c.next.Ping(ctx) }
 
 func (c *UserCache) Close() error { return c.next.Close() }

@@ -169,6 +169,9 @@ type Store interface {
 	// deleted, so that a sweeper can work in short batches that do not hold up requests.
 	DeleteExpiredRequests(ctx context.Context, limit int) (int, error)
 
+	// The change log of users, written in the transaction of each create, update and delete.
+	ChangeLog
+
 	// Ping reports whether the backend answers; it returns an error wrapping ErrUnavailable if not.
 	Ping(ctx context.Context) error
 	Close() error

@@ -103,7 +103,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	}
 	logger.Info("listening", "addr", listener.Addr().String(), "db", redactDSN(cfg.db), "api_keys", keys.Len())
 
-	go sweepExpiredRequests(background, observedStore, sweepInterval, logger) // observed: its calls are timed too
+	go sweepExpired(background, observedStore, sweepInterval, logger) // observed: its calls are timed too
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(coalesce.Listener(listener)) }()

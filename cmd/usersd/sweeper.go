@@ -1,4 +1,4 @@
-// The sweeper of expired idempotency records.
+// The sweeper of what the store keeps for a day only: idempotency records and the change log.
 package main
 
 import (
@@ -16,9 +16,10 @@ const (
 	sweepBatch = 500
 )
 
-// sweepExpiredRequests deletes idempotency records older than store.RequestTTL every interval,
-// until ctx ends. Expired records are already ignored by requests; this only reclaims their space.
-func sweepExpiredRequests(ctx context.Context, st store.Store, interval time.Duration, logger *slog.Logger) {
+// sweepExpired deletes idempotency records older than store.RequestTTL and changes older than
+// store.EventTTL every interval, until ctx ends. Expired records are already ignored by requests,
+// and a change is kept at least its TTL; this only reclaims their space.
+func sweepExpired(ctx context.Context, st store.Store, interval time.Duration, logger *slog.Logger) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
@@ -27,20 +28,26 @@ func sweepExpiredRequests(ctx context.Context, st store.Store, interval time.Dur
 			return
 		case <-ticker.C:
 		}
-		total := 0
-		for ctx.Err() == nil {
-			n, err := st.DeleteExpiredRequests(ctx, sweepBatch)
-			total += n
-			if err != nil {
-				logger.Warn("sweeping expired idempotency records failed; retrying at the next sweep", "error", err)
-				break
-			}
-			if n < sweepBatch {
-				break
-			}
+		sweepInBatches(ctx, "expired idempotency records", st.DeleteExpiredRequests, logger)
+		sweepInBatches(ctx, "expired user changes", st.DeleteExpiredUserEvents, logger)
+	}
+}
+
+// sweepInBatches calls deleteBatch until a batch deletes less than a whole one.
+func sweepInBatches(ctx context.Context, what string, deleteBatch func(context.Context, int) (int, error), logger *slog.Logger) {
+	total := 0
+	for ctx.Err() == nil {
+		n, err := deleteBatch(ctx, sweepBatch)
+		total += n
+		if err != nil {
+			logger.Warn("sweeping "+what+" failed; retrying at the next sweep", "error", err)
+			break
 		}
-		if total > 0 {
-			logger.Info("swept expired idempotency records", "deleted", total)
+		if n < sweepBatch {
+			break
 		}
+	}
+	if total > 0 {
+		logger.Info("swept "+what, "deleted", total)
 	}
 }

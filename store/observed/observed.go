@@ -30,6 +30,8 @@ const (
 	beginRequest
 	abandonRequest
 	deleteExpiredRequests
+	userEvents
+	deleteExpiredUserEvents
 	ping
 	operationCount
 )
@@ -37,7 +39,8 @@ const (
 var operationNames = [operationCount]string{
 	getUser: "GetUser", listUsers: "ListUsers", createUser: "CreateUser", updateUser: "UpdateUser",
 	deleteUser: "DeleteUser", listPosts: "ListPosts", createPost: "CreatePost", beginRequest: "BeginRequest",
-	abandonRequest: "AbandonRequest", deleteExpiredRequests: "DeleteExpiredRequests", ping: "Ping",
+	abandonRequest: "AbandonRequest", deleteExpiredRequests: "DeleteExpiredRequests",
+	userEvents: "UserEvents", deleteExpiredUserEvents: "DeleteExpiredUserEvents", ping: "Ping",
 }
 
 // errorKind names an error of the store as the kind label does: the store's own errors by name,
@@ -52,6 +55,10 @@ func errorKind(err error) string {
 		return "request_in_progress"
 	case errors.Is(err, store.ErrRequestMismatch):
 		return "request_mismatch"
+	case errors.Is(err, store.ErrEventsSwept):
+		return "events_swept"
+	case errors.Is(err, store.ErrEventsAhead):
+		return "events_ahead"
 	case errors.Is(err, store.ErrUnavailable):
 		return "unavailable"
 	case errors.Is(err, context.Canceled):
@@ -97,7 +104,7 @@ func New(next store.Store, opts Options) (*Store, error) {
 	}, []string{"operation"})
 	s.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "usersd_store_errors_total",
-		Help: "Calls to the store that returned an error, by operation and kind: not_found, version_mismatch, request_in_progress, request_mismatch, canceled and deadline_exceeded are answers or ends of the request; unavailable and other are faults.",
+		Help: "Calls to the store that returned an error, by operation and kind: not_found, version_mismatch, request_in_progress, request_mismatch, events_swept, events_ahead, canceled and deadline_exceeded are answers or ends of the request; unavailable and other are faults.",
 	}, []string{"operation", "kind"})
 	if opts.Metrics != nil {
 		for _, c := range []prometheus.Collector{durations, s.errors} {
@@ -221,6 +228,25 @@ func (s *Store) DeleteExpiredRequests(ctx context.Context, limit int) (int, erro
 	n, err := s.next.DeleteExpiredRequests(ctx, limit)
 	s.end(c, err)
 	return n, err
+}
+
+func (s *Store) UserEvents(ctx context.Context, after int64, limit int) (store.UserEvents, error) {
+	ctx, c := s.begin(ctx, userEvents)
+	events, err := s.next.UserEvents(ctx, after, limit)
+	s.end(c, err)
+	return events, err
+}
+
+func (s *Store) DeleteExpiredUserEvents(ctx context.Context, limit int) (int, error) {
+	ctx, c := s.begin(ctx, deleteExpiredUserEvents)
+	n, err := s.next.DeleteExpiredUserEvents(ctx, limit)
+	s.end(c, err)
+	return n, err
+}
+
+// NotifyUserEvents is not observed: it is called once, and calls nothing.
+func (s *Store) NotifyUserEvents(wake chan<- struct{}) (stop func()) {
+	return s.next.NotifyUserEvents(wake)
 }
 
 func (s *Store) Ping(ctx context.Context) error {

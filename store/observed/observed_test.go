@@ -69,7 +69,7 @@ func TestEveryCallIsTimedAndEveryErrorCountedByKind(t *testing.T) {
 	}
 
 	const want = `
-# HELP usersd_store_errors_total Calls to the store that returned an error, by operation and kind: not_found, version_mismatch, request_in_progress, request_mismatch, canceled and deadline_exceeded are answers or ends of the request; unavailable and other are faults.
+# HELP usersd_store_errors_total Calls to the store that returned an error, by operation and kind: not_found, version_mismatch, request_in_progress, request_mismatch, events_swept, events_ahead, canceled and deadline_exceeded are answers or ends of the request; unavailable and other are faults.
 # TYPE usersd_store_errors_total counter
 usersd_store_errors_total{kind="canceled",operation="ListUsers"} 1
 usersd_store_errors_total{kind="not_found",operation="GetUser"} 1

@@ -123,7 +123,7 @@ func TestTheUserCacheDropsAReadThatAWriteOvertook(t *testing.T) {
 
 // notWrites are the methods of store.Store that change nothing stored. Every other method writes,
 // and TestEveryWriteThroughTheUserCacheIsSeen must have a case that calls it.
-var notWrites = []string{"GetUser", "ListUsers", "ListPosts", "Ping", "Close"}
+var notWrites = []string{"GetUser", "ListUsers", "ListPosts", "UserEvents", "NotifyUserEvents", "Ping", "Close"}
 
 // cacheWrite is one write through the cache, made while the cache holds user u.
 type cacheWrite struct {
@@ -186,6 +186,11 @@ var cacheWrites = []cacheWrite{
 	{name: "a sweep of expired requests", method: "DeleteExpiredRequests",
 		write: func(ctx context.Context, cached, _ store.Store, _ store.User) error {
 			_, err := cached.DeleteExpiredRequests(ctx, 10)
+			return err
+		}},
+	{name: "a sweep of expired changes", method: "DeleteExpiredUserEvents",
+		write: func(ctx context.Context, cached, _ store.Store, _ store.User) error {
+			_, err := cached.DeleteExpiredUserEvents(ctx, 10)
 			return err
 		}},
 }

@@ -221,3 +221,87 @@ func TestPlanQueriesCoverEveryShape(t *testing.T) {
 		t.Error("no plan query sorts by several attributes")
 	}
 }
+
+// eventStatements are the statements that read the change log, with arguments from the middle of a
+// log of planUsers changes.
+var eventStatements = []statement{
+	{query: readEventsQuery, args: []any{planUsers / 2, 500}},
+	{query: oldestEventsQuery, args: []any{500}},
+}
+
+func TestSQLiteChangeLogQueriesSeekThePrimaryKey(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "users.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.writer.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $1)
+		INSERT INTO user_events (kind, user_id, name, role, previous_role, created_at, updated_at, version, at)
+		SELECT 1, i, 'user ' || i, '', '', i, i, 1, i FROM n`, planUsers); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range eventStatements {
+		rows, err := s.reader.Query(`EXPLAIN QUERY PLAN `+st.query, st.args...)
+		details, err := rowsOf(rows, err, func(row scanner) (string, error) {
+			var id, parent, unused int
+			var detail string
+			return detail, row.Scan(&id, &parent, &unused, &detail)
+		})
+		if err != nil {
+			t.Fatalf("explain %s: %v", st.query, err)
+		}
+		for _, d := range details {
+			// "SCAN user_events" alone is a walk in sequence (rowid) order that the LIMIT stops.
+			if strings.HasPrefix(d, "SCAN user_events USING") || strings.Contains(d, "TEMP B-TREE") && !strings.Contains(d, "user_events_swept") {
+				t.Errorf("%s\nplan %q: does not walk the primary key in order", st.query, details)
+			}
+			if d == "SCAN user_events" && st.query == readEventsQuery {
+				t.Errorf("%s\nplan %q: reads the log from its start instead of seeking the sequence", st.query, details)
+			}
+		}
+	}
+}
+
+func TestPostgresChangeLogQueriesSeekThePrimaryKey(t *testing.T) {
+	s, err := Open(context.Background(), storetest.PostgresSchema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.writer.Exec(`INSERT INTO user_events (kind, user_id, name, role, previous_role, created_at, updated_at, version, at)
+		SELECT 1, i, 'user ' || i, '', '', i, i, 1, i FROM generate_series(1, $1::int) AS i`, planUsers); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.writer.Exec(`VACUUM ANALYZE user_events`); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range eventStatements {
+		var plan []struct{ Plan pgPlanNode }
+		var raw []byte
+		if err := s.reader.QueryRow(`EXPLAIN (FORMAT JSON) `+st.query, st.args...).Scan(&raw); err != nil {
+			t.Fatalf("explain %s: %v", st.query, err)
+		}
+		if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
+			t.Fatalf("EXPLAIN answered %s: %v", raw, err)
+		}
+		if why := changeLogPlanProblem(plan[0].Plan); why != "" {
+			t.Errorf("%s\nplan %s: %s", st.query, raw, why)
+		}
+	}
+}
+
+// changeLogPlanProblem says what is wrong with a PostgreSQL plan of a change log statement, or "".
+func changeLogPlanProblem(n pgPlanNode) string {
+	switch {
+	case n.Relation == "user_events" && !strings.HasPrefix(n.NodeType, "Index"):
+		return "reads the log other than by its primary key: " + n.NodeType
+	case n.NodeType == "Sort":
+		return "sorts the log"
+	}
+	for _, child := range n.Plans {
+		if why := changeLogPlanProblem(child); why != "" {
+			return why
+		}
+	}
+	return ""
+}

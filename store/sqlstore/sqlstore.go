@@ -30,6 +30,8 @@ type Store struct {
 	folded      chan struct{}
 	// file watches the SQLite file under the connections; nil where there is none to watch.
 	file *fileGuard
+	// notices wakes the readers of the change log when a change may have been added (events.go).
+	notices notices
 }
 
 var _ store.Store = (*Store)(nil)

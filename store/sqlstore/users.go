@@ -82,6 +82,7 @@ func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Co
 	if err := s.refuseWrite(); err != nil {
 		return store.User{}, err
 	}
+	defer s.announceChange(&err)
 	defer s.classifyWrite(ctx, &err)
 	var u store.User
 	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
@@ -104,6 +105,7 @@ func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChan
 	if err := s.refuseWrite(); err != nil {
 		return store.User{}, err
 	}
+	defer s.announceChange(&err)
 	defer s.classifyWrite(ctx, &err)
 	var nameKey *string
 	if changes.Name != nil {
@@ -131,6 +133,7 @@ func (s *Store) DeleteUser(ctx context.Context, id int32, ifVersion store.IfVers
 	if err := s.refuseWrite(); err != nil {
 		return err
 	}
+	defer s.announceChange(&err)
 	defer s.classifyWrite(ctx, &err)
 	condition, conditionArgs := versionCondition(ifVersion, 2)
 	res, err := s.writer.ExecContext(ctx, `DELETE FROM users WHERE id = $1`+condition, append([]any{id}, conditionArgs...)...)
@@ -145,6 +148,14 @@ func (s *Store) DeleteUser(ctx context.Context, id int32, ifVersion store.IfVers
 		return s.whyNotWritten(ctx, id, ifVersion)
 	}
 	return nil
+}
+
+// announceChange wakes the readers of the change log after a write of a user has committed; it
+// runs after classifyWrite, so a write into a lost SQLite file wakes no one.
+func (s *Store) announceChange(err *error) {
+	if *err == nil {
+		s.notices.send()
+	}
 }
 
 // versionCondition is the WHERE clause that checks ifVersion in the write itself (compare and swap),

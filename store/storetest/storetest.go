@@ -48,6 +48,12 @@ func Run(t *testing.T, open func(t *testing.T, now func() time.Time) store.Store
 		{"of concurrent requests with one key exactly one takes it", ignoreClock(testConcurrentBeginRequest)},
 		{"a request past its lease loses its key and cannot complete", testLeaseTakeover},
 		{"answers expire after a day and are swept in batches", testRequestExpiry},
+
+		{"every write of a user is one change in the log, in order, and nothing else is", ignoreClock(testEveryWriteIsOneEvent)},
+		{"the log resumes after any sequence read and refuses one ahead of it", ignoreClock(testEventResume)},
+		{"changes older than a day are swept in batches and a resume from before them is refused", testEventSweep},
+		{"a reader following the log under concurrent writers misses nothing", ignoreClock(testEventOrderUnderConcurrentWrites)},
+		{"a write of a user wakes whoever waits for changes", ignoreClock(testEventNotices)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,159 @@
+// The change log of users: written by the schema's triggers in each write's own transaction
+// (migrations 0006 on SQLite, 0008 on PostgreSQL), read here, and swept of changes past
+// store.EventTTL.
+package sqlstore
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"sync"
+
+	"usersd/store"
+)
+
+// The statements that read the log, kept here for the plan tests: each must seek the primary key.
+const (
+	// readEventsQuery reads the changes after $1, up to $2, with the swept and the newest sequence.
+	readEventsQuery = `
+		SELECT w.through, COALESCE((SELECT MAX(sequence) FROM user_events), w.through),
+		       e.sequence, e.kind, e.user_id, e.name, e.role, e.previous_role, e.created_at, e.updated_at, e.version
+		FROM user_events_swept w
+		LEFT JOIN (SELECT * FROM user_events WHERE sequence > $1 ORDER BY sequence LIMIT $2) e ON TRUE`
+	// oldestEventsQuery reads the oldest $1 changes' sequences and times, for the sweep.
+	oldestEventsQuery = `SELECT sequence, at FROM user_events ORDER BY sequence LIMIT $1`
+)
+
+// UserEvents reads the changes after after, the newest sequence and the newest swept one in one
+// statement, and so from one snapshot on every backend: a sweep between two reads could otherwise
+// delete changes that a check of the swept sequence had just found kept.
+func (s *Store) UserEvents(ctx context.Context, after int64, limit int) (_ store.UserEvents, err error) {
+	defer s.classify(ctx, &err)
+	rows, err := s.reader.QueryContext(ctx, readEventsQuery, after, limit)
+	if err != nil {
+		return store.UserEvents{}, fmt.Errorf("read user events after %d: %w", after, err)
+	}
+	defer rows.Close()
+	var out store.UserEvents
+	var swept int64
+	for rows.Next() {
+		var sequence, kind, userID, created, updated, version sql.NullInt64
+		var name, role, previousRole sql.NullString
+		if err := rows.Scan(&swept, &out.Latest, &sequence, &kind, &userID, &name, &role, &previousRole, &created, &updated, &version); err != nil {
+			return store.UserEvents{}, fmt.Errorf("read user events after %d: %w", after, err)
+		}
+		if !sequence.Valid {
+			continue // the one row of an empty stretch
+		}
+		out.Events = append(out.Events, store.UserEvent{
+			Sequence: sequence.Int64,
+			Kind:     store.EventKind(kind.Int64),
+			User: store.User{
+				ID: int32(userID.Int64), Name: name.String, Role: role.String,
+				CreatedAt: fromMicros(created.Int64), UpdatedAt: fromMicros(updated.Int64), Version: version.Int64,
+			},
+			PreviousRole: previousRole.String,
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return store.UserEvents{}, fmt.Errorf("read user events after %d: %w", after, err)
+	}
+	// The join keeps the page's rows but not, by any rule of SQL, their order; sorting at most limit
+	// rows here keeps a sort out of the plan.
+	slices.SortFunc(out.Events, func(a, b store.UserEvent) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	switch {
+	case after < swept:
+		return store.UserEvents{}, fmt.Errorf("resume after %d, swept through %d: %w", after, swept, store.ErrEventsSwept)
+	case after > out.Latest:
+		return store.UserEvents{}, fmt.Errorf("resume after %d, newest %d: %w", after, out.Latest, store.ErrEventsAhead)
+	}
+	return out, nil
+}
+
+// DeleteExpiredUserEvents deletes the oldest changes, up to limit, written before
+// store.EventTTL ago. It deletes a stretch from the oldest change on and stops at the first one
+// that is still fresh, so that the log always holds every change after the newest swept one,
+// which it records in the same transaction: a resume from before that is refused, never served
+// with a hole in it.
+func (s *Store) DeleteExpiredUserEvents(ctx context.Context, limit int) (_ int, err error) {
+	if err := s.refuseWrite(); err != nil {
+		return 0, err
+	}
+	defer s.classifyWrite(ctx, &err)
+	cutoff := micros(s.now().Add(-store.EventTTL))
+	deleted := 0
+	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, oldestEventsQuery, limit)
+		if err != nil {
+			return err
+		}
+		var through int64
+		for rows.Next() {
+			var sequence, at int64
+			if err := rows.Scan(&sequence, &at); err != nil {
+				rows.Close()
+				return err
+			}
+			if at >= cutoff {
+				break
+			}
+			through = sequence
+			deleted++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || deleted == 0 {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM user_events WHERE sequence <= $1`, through); err != nil {
+			return err
+		}
+		// Another replica's sweep may have gone further meanwhile; the swept sequence never goes back.
+		_, err = tx.ExecContext(ctx, `UPDATE user_events_swept SET through = CASE WHEN through < $1 THEN $1 ELSE through END`, through)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete expired user events: %w", err)
+	}
+	return deleted, nil
+}
+
+// NotifyUserEvents sends on wake after every write of a user that this process commits and, on
+// PostgreSQL, whenever another process commits one (see listen.go).
+func (s *Store) NotifyUserEvents(wake chan<- struct{}) (stop func()) {
+	return s.notices.subscribe(wake)
+}
+
+// notices passes word of new changes to whoever waits for it.
+type notices struct {
+	mu    sync.Mutex
+	wakes map[*chan<- struct{}]struct{}
+}
+
+func (n *notices) subscribe(wake chan<- struct{}) (stop func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.wakes == nil {
+		n.wakes = map[*chan<- struct{}]struct{}{}
+	}
+	key := &wake
+	n.wakes[key] = struct{}{}
+	return func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		delete(n.wakes, key)
+	}
+}
+
+// send wakes every subscriber that is not awake already; it never blocks.
+func (n *notices) send() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for wake := range n.wakes {
+		select {
+		case *wake <- struct{}{}:
+		default:
+		}
+	}
+}
