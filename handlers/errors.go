@@ -166,16 +166,30 @@ func writeErrorJSON(w http.ResponseWriter, status int, message string) {
 	writeJSONBytes(w, status, body)
 }
 
-// sanitizeErrors is the RPC side of the final error handler: it passes every error an RPC returns
-// through publicError, so that no internal detail reaches a client on any protocol.
-func sanitizeErrors(logger *slog.Logger) connect.UnaryInterceptorFunc {
-	return func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			res, err := next(ctx, req)
-			if err != nil {
-				return nil, publicError(ctx, logger, err)
-			}
-			return res, nil
+// sanitizeErrors is the RPC side of the final error handler: it passes every error an RPC returns,
+// unary or streaming, through publicError, so that no internal detail reaches a client on any
+// protocol.
+type sanitizeErrors struct{ logger *slog.Logger }
+
+func (s sanitizeErrors) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		res, err := next(ctx, req)
+		if err != nil {
+			return nil, publicError(ctx, s.logger, err)
 		}
+		return res, nil
+	}
+}
+
+func (s sanitizeErrors) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (s sanitizeErrors) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if err := next(ctx, conn); err != nil {
+			return publicError(ctx, s.logger, err)
+		}
+		return nil
 	}
 }

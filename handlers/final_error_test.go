@@ -70,7 +70,7 @@ func TestAPanicIsAnsweredInTheRequestsProtocol(t *testing.T) {
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	errs := &errorWriter{logger: logger, rpc: connect.NewErrorWriter(), rpcPrefixes: []string{"/" + usersv1connect.UsersName + "/"}}
 	panicking := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("deliberate: secret detail") })
-	srv := startH2C(t, withRequestContext(0, false, withObservation(observer{accessLog: logs, errs: errs}, withRecover(logger, errs, panicking))))
+	srv := startH2C(t, withRequestContext(0, false, nil, withObservation(observer{accessLog: logs, errs: errs}, withRecover(logger, errs, panicking))))
 
 	wantInternalOnEveryProtocol(t, srv.URL)
 	res, err := http.Get(srv.URL + "/anything")
@@ -162,7 +162,7 @@ func TestAPanicAfterTheAnswerBeganCutsItOff(t *testing.T) {
 			return withMiddleware(Config{Logger: logger, MaxBodyBytes: DefaultMaxBodyBytes}, observer{accessLog: &syncBuffer{}, errs: errs}, errs, halfway)
 		}},
 		{"a wrapper between the access log and the final error handler", func(logger *slog.Logger, errs *errorWriter) http.Handler {
-			return withRequestContext(0, false, withObservation(observer{accessLog: &syncBuffer{}, errs: errs}, passThrough(withRecover(logger, errs, halfway))))
+			return withRequestContext(0, false, nil, withObservation(observer{accessLog: &syncBuffer{}, errs: errs}, passThrough(withRecover(logger, errs, halfway))))
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

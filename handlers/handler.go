@@ -48,6 +48,10 @@ type Config struct {
 	// Tracing, when set, makes every request a span of the caller's trace (W3C traceparent), or of
 	// a new one; nil means no spans.
 	Tracing trace.TracerProvider
+	// MaxWatchers limits the watches of users open at once; 0 means DefaultMaxWatchers.
+	MaxWatchers int
+	// WatchHeartbeat is the longest a watch stays silent; 0 means DefaultWatchHeartbeat.
+	WatchHeartbeat time.Duration
 }
 
 // instrumentationName names the service's spans' instrumentation scope.
@@ -60,12 +64,18 @@ const DefaultRequestTimeout = 10 * time.Second
 type Service struct {
 	http.Handler
 	health *storeHealth
+	feed   *feed
 	routes []route // every route as registered, with who may call it: what the route tests drive
 }
 
 // Drain makes health checks (gRPC health and /health) answer NOT_SERVING from now on, while every
 // route still works, so that load balancers stop sending new requests before the server stops.
 func (s *Service) Drain() { s.health.draining.Store(true) }
+
+// EndWatches ends every watch of users with UNAVAILABLE (an "error" event on REST), so that clients
+// resume on another replica, and refuses new ones: a watch never ends by itself, so a server that
+// waits for its requests to finish must end them first. http.Server.RegisterOnShutdown takes it.
+func (s *Service) EndWatches() { s.feed.close(errServerStopping) }
 
 // deps is what the routes are built from: the configuration and the pieces New makes from it.
 type deps struct {
@@ -89,6 +99,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
+	if cfg.MaxWatchers == 0 {
+		cfg.MaxWatchers = DefaultMaxWatchers
+	}
+	if cfg.WatchHeartbeat == 0 {
+		cfg.WatchHeartbeat = DefaultWatchHeartbeat
+	}
 	metrics, err := newMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -96,7 +112,8 @@ func New(cfg Config) (*Service, error) {
 	errs := &errorWriter{logger: cfg.Logger, rpc: connect.NewErrorWriter()} // addRoutes adds the RPC paths
 	health := &storeHealth{store: cfg.Store}
 	routes := newRouteTable(cfg.Keys, errs, metrics)
-	users := &Users{store: cfg.Store, logger: cfg.Logger, metrics: metrics}
+	feed := newFeed(cfg.Store, cfg.Logger, metrics, cfg.MaxWatchers)
+	users := &Users{store: cfg.Store, logger: cfg.Logger, metrics: metrics, feed: feed, heartbeat: cfg.WatchHeartbeat}
 	if err := addRoutes(routes, deps{Config: cfg, users: users, errs: errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
@@ -104,7 +121,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Tracing != nil {
 		obs.tracer = cfg.Tracing.Tracer(instrumentationName)
 	}
-	return &Service{Handler: withMiddleware(cfg, obs, errs, routes.serving), health: health, routes: routes.routes}, nil
+	return &Service{Handler: withMiddleware(cfg, obs, errs, routes.serving), health: health, feed: feed, routes: routes.routes}, nil
 }
 
 // withMiddleware wraps the routes in what every request passes through, outermost last. The order
@@ -120,7 +137,7 @@ func withMiddleware(cfg Config, obs observer, errs *errorWriter, routes http.Han
 	h = withSecurityHeaders(errs, h)
 	h = withCORS(cfg.CORSOrigins, h)
 	h = withObservation(obs, h)
-	return withRequestContext(cfg.RequestTimeout, cfg.TrustRequestID, h)
+	return withRequestContext(cfg.RequestTimeout, cfg.TrustRequestID, watchPaths, h)
 }
 
 // withCleanPaths answers 404 for a path with dot segments or doubled slashes, or with

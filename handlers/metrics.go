@@ -51,6 +51,10 @@ type metrics struct {
 	inFlight    prometheus.Gauge
 	replays     prometheus.Counter
 	refusedKeys *prometheus.CounterVec
+	// Watches of the change log (watch.go).
+	watchers   prometheus.Gauge
+	eventsSent prometheus.Counter
+	watchesCut *prometheus.CounterVec
 }
 
 // routeStats is a route as the metrics see it: its label, whether it serves an RPC, and the series
@@ -147,8 +151,20 @@ func newMetrics(registerer prometheus.Registerer) (*metrics, error) {
 			Name: "usersd_refused_keys_total",
 			Help: "Requests refused for their key: key is api_key (reason missing or invalid) or idempotency_key (reason in_progress or reused).",
 		}, []string{"key", "reason"}),
+		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "usersd_watchers",
+			Help: "Watches of users open now (WatchUsers on every protocol, and GET /users/events).",
+		}),
+		eventsSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "usersd_watch_events_sent_total",
+			Help: "Changes of users sent to watchers, summed over watchers; heartbeats not included.",
+		}),
+		watchesCut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usersd_watches_refused_total",
+			Help: "Watches refused or ended by the server, by reason: too_many (the watcher limit), too_slow (the watcher fell too far behind), stopping (the server stops).",
+		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.durations, m.inFlight, m.replays, m.refusedKeys} {
+	for _, c := range []prometheus.Collector{m.requests, m.durations, m.inFlight, m.replays, m.refusedKeys, m.watchers, m.eventsSent, m.watchesCut} {
 		if err := registerer.Register(c); err != nil {
 			return nil, err
 		}
@@ -199,6 +215,33 @@ func (m *metrics) addSeries(route *routeStats, o outcome) series {
 func (m *metrics) idempotentReplay() {
 	if m != nil {
 		m.replays.Inc()
+	}
+}
+
+// watchStarted and watchEnded count the open watches.
+func (m *metrics) watchStarted() {
+	if m != nil {
+		m.watchers.Inc()
+	}
+}
+
+func (m *metrics) watchEnded() {
+	if m != nil {
+		m.watchers.Dec()
+	}
+}
+
+// eventSent counts a change sent to one watcher.
+func (m *metrics) eventSent() {
+	if m != nil {
+		m.eventsSent.Inc()
+	}
+}
+
+// watchCut counts a watch that the server refused or ended, by reason.
+func (m *metrics) watchCut(reason string) {
+	if m != nil {
+		m.watchesCut.WithLabelValues(reason).Inc()
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -24,10 +25,12 @@ import (
 // request cannot hold a connection or the writer for longer, and a client that goes away cancels
 // it at once. Both go into the request's context in one step, since each step copies the request.
 // The id is the request's X-Request-Id only if trustHeader says a proxy sets it (a sane one);
-// otherwise it is new, and a sane X-Request-Id is kept to be logged beside it.
-func withRequestContext(timeout time.Duration, trustHeader bool, next http.Handler) http.Handler {
+// otherwise it is new, and a sane X-Request-Id is kept to be logged beside it. A request for one of
+// the streams (paths of streams that last as long as their client watches) has no deadline: it
+// sets its own deadlines on its connection as it goes (see watchStream).
+func withRequestContext(timeout time.Duration, trustHeader bool, streams []string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		info := &requestInfo{}
+		info := &requestInfo{writer: w}
 		if sent := r.Header.Get("X-Request-Id"); isSafeRequestID(sent) {
 			if trustHeader {
 				info.id = sent
@@ -40,7 +43,7 @@ func withRequestContext(timeout time.Duration, trustHeader bool, next http.Handl
 		}
 		w.Header().Set("X-Request-Id", info.id)
 		ctx := context.WithValue(r.Context(), requestInfoKey{}, info)
-		if timeout > 0 {
+		if timeout > 0 && !slices.Contains(streams, r.URL.Path) {
 			timed := newLazyDeadline(ctx, time.Now().Add(timeout))
 			defer timed.stop()
 			ctx = timed

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"net/http"
 
 	"connectrpc.com/connect"
 )
@@ -21,6 +22,9 @@ type requestInfo struct {
 	// rpcCode is the code an RPC ended with, when hasRPCCode says that one was recorded.
 	rpcCode    connect.Code
 	hasRPCCode bool
+	// writer is the connection's own writer of the answer, below every wrapper: what a stream sets
+	// its deadlines on (an RPC's method is handed no writer).
+	writer http.ResponseWriter
 }
 
 // infoOf returns the request's info, or nil outside a request.

@@ -45,7 +45,7 @@ func addRoutes(routes *routeTable, d deps) error {
 		// gRPC clients offer gzip on every call; compressing a user of a few hundred bytes costs more
 		// CPU than the bytes it saves, so only answers of a page or more are compressed.
 		connect.WithCompressMinBytes(compressMinBytes),
-		connect.WithInterceptors(recordCodes{}, sanitizeErrors(d.Logger)),
+		connect.WithInterceptors(recordCodes{}, sanitizeErrors{d.Logger}),
 	}
 
 	// RPC: gRPC, gRPC-Web and Connect on one handler. Every method that is not marked
@@ -68,6 +68,7 @@ func addRoutes(routes *routeTable, d deps) error {
 	// REST: reads are public, writes need a key.
 	routes.public("GET /users", listUsersREST(users, errs), "")
 	routes.protected("POST /users", createUserREST(users, errs))
+	routes.public("GET /users/events", watchUsersREST(users, errs), "")
 	routes.public("GET /users/{id}", getUserREST(users, errs), "")
 	routes.protected("PUT /users/{id}", replaceUserREST(users, errs))
 	routes.protected("PATCH /users/{id}", updateUserREST(users, errs))
@@ -91,6 +92,10 @@ func addRoutes(routes *routeTable, d deps) error {
 	}
 	return routes.err
 }
+
+// watchPaths are the paths of the watches of users, which last as long as their clients watch and
+// so have no request deadline (see withRequestContext).
+var watchPaths = []string{"/users/events", usersv1connect.UsersWatchUsersProcedure}
 
 // rpcMethod is a method of an RPC service. reads says why the method changes nothing; it is empty
 // for a method that may change data, which then needs a key.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
@@ -17,7 +18,10 @@ import (
 type Users struct {
 	store   store.Store
 	logger  *slog.Logger
-	metrics *metrics // counts idempotent replays and refused idempotency keys; nil counts nothing
+	metrics *metrics // counts idempotent replays, refused idempotency keys and watches; nil counts nothing
+	// feed hands the changes of users to the watches (watch.go); heartbeat is a watch's longest silence.
+	feed      *feed
+	heartbeat time.Duration
 }
 
 var _ usersv1connect.UsersHandler = (*Users)(nil)

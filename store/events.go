@@ -72,7 +72,8 @@ type UserEvents struct {
 type ChangeLog interface {
 	// UserEvents returns up to limit changes with a sequence above after, oldest first, and the
 	// newest sequence, from one snapshot. It fails with ErrEventsSwept if a change after after has
-	// been swept, and with ErrEventsAhead if after is above Latest.
+	// been swept, and with ErrEventsAhead if after is above Latest. A negative after reads no change
+	// and only reports Latest: where a reader that starts now starts.
 	UserEvents(ctx context.Context, after int64, limit int) (UserEvents, error)
 	// DeleteExpiredUserEvents deletes up to limit of the oldest changes written more than EventTTL
 	// ago and reports how many it deleted, so that a sweeper can work in short batches.

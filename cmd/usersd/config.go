@@ -24,6 +24,9 @@ type config struct {
 	apiKeysFile   string
 	maxBodyBytes  int64
 	shutdownGrace time.Duration
+	// maxWatchers and watchHeartbeat shape the watches of users (handlers.Config).
+	maxWatchers    int64
+	watchHeartbeat time.Duration
 	// drainDelay is how long health checks say NOT_SERVING before the server stops accepting, so
 	// that load balancers have stopped sending new requests by then.
 	drainDelay  time.Duration
@@ -126,6 +129,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	s.duration(&l.http2PingTimeout, "http2-ping-timeout", "USERS_HTTP2_PING_TIMEOUT", 30*time.Second, "silence on an HTTP/2 connection after which it is pinged, and the wait for the answer")
 	s.bool(&cfg.trustRequestID, "trust-request-id", "USERS_TRUST_REQUEST_ID", false, "take X-Request-Id as the request's id: only behind a proxy that sets it on every request")
 	s.string(&cfg.adminAddr, "admin-addr", "USERS_ADMIN_ADDR", "", "address of the admin listener: Prometheus metrics (/metrics) and Go's profiler (/debug/pprof/); keep it off the public network; empty means off")
+	s.int64(&cfg.maxWatchers, "max-watchers", "USERS_MAX_WATCHERS", handlers.DefaultMaxWatchers, "watches of users (WatchUsers, GET /users/events) open at once; more are refused with RESOURCE_EXHAUSTED / 429")
+	s.duration(&cfg.watchHeartbeat, "watch-heartbeat", "USERS_WATCH_HEARTBEAT", handlers.DefaultWatchHeartbeat, "longest silence of a watch: a heartbeat is sent after it; keep it under the idle timeout of every proxy on the way")
 	var debugAddr string
 	s.string(&debugAddr, "debug-addr", "USERS_DEBUG_ADDR", "", "the former name of -admin-addr, which it now means")
 	if len(s.errs) > 0 {
@@ -159,7 +164,7 @@ func (cfg config) check() error {
 	for _, c := range []struct {
 		name  string
 		value int64
-	}{{"max-body-bytes", cfg.maxBodyBytes}, {"max-header-bytes", l.maxHeaderBytes}, {"http2-max-streams", l.http2MaxStreams}} {
+	}{{"max-body-bytes", cfg.maxBodyBytes}, {"max-header-bytes", l.maxHeaderBytes}, {"http2-max-streams", l.http2MaxStreams}, {"max-watchers", cfg.maxWatchers}} {
 		if c.value <= 0 {
 			errs = append(errs, fmt.Errorf("-%s must be positive, got %d", c.name, c.value))
 		}
@@ -171,6 +176,7 @@ func (cfg config) check() error {
 		{"shutdown-grace", cfg.shutdownGrace}, {"read-header-timeout", l.readHeaderTimeout}, {"read-timeout", l.readTimeout},
 		{"write-timeout", l.writeTimeout}, {"idle-timeout", l.idleTimeout}, {"request-timeout", l.requestTimeout},
 		{"http2-write-byte-timeout", l.http2WriteByteTimeout}, {"http2-ping-timeout", l.http2PingTimeout},
+		{"watch-heartbeat", cfg.watchHeartbeat},
 	} {
 		if c.value <= 0 {
 			errs = append(errs, fmt.Errorf("-%s must be positive, got %s", c.name, c.value))

@@ -54,7 +54,81 @@ func newContractChecker() *contractChecker {
 	if err != nil {
 		panic(fmt.Sprintf("openapi.json: %v", err))
 	}
+	// A stream of Server-Sent Events is a string to the document's schema; checkEventStream checks
+	// the data of each event.
+	openapi3filter.RegisterBodyDecoder("text/event-stream", func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+		b, err := io.ReadAll(body)
+		return string(b), err
+	})
 	return &contractChecker{doc: doc, router: router, errs: doc.Components.Schemas["Error"].Value, statuses: map[string]map[int]int{}}
+}
+
+// resolveComponents sets the value of every reference to a component schema inside schema, which
+// was read from an extension and so was not resolved with the document.
+func (c *contractChecker) resolveComponents(schema *openapi3.Schema) error {
+	refs := slices.Collect(maps.Values(schema.Properties))
+	refs = append(append(append(refs, schema.AnyOf...), schema.OneOf...), schema.AllOf...)
+	for _, ref := range refs {
+		if name, ok := strings.CutPrefix(ref.Ref, "#/components/schemas/"); ok {
+			component, found := c.doc.Components.Schemas[name]
+			if !found {
+				return fmt.Errorf("no component schema %q", name)
+			}
+			ref.Value = component.Value
+			continue
+		}
+		if ref.Value != nil {
+			if err := c.resolveComponents(ref.Value); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkEventStream checks the data of every event of a text/event-stream answer against the schema
+// that the document gives in the content's x-event-data, and the data of an "error" event against
+// the Error schema.
+func (c *contractChecker) checkEventStream(what string, route *routers.Route, status int, body []byte) {
+	content := route.Operation.Responses.Status(status).Value.Content.Get("text/event-stream")
+	raw, err := json.Marshal(content.Extensions["x-event-data"])
+	var schema openapi3.Schema
+	if err == nil {
+		err = json.Unmarshal(raw, &schema)
+	}
+	if err == nil {
+		err = c.resolveComponents(&schema)
+	}
+	if err != nil {
+		c.mismatch("%s: the document's x-event-data is not a schema: %v", what, err)
+		return
+	}
+	for event := range strings.SplitSeq(string(body), "\n\n") {
+		name, data := "", ""
+		for line := range strings.SplitSeq(event, "\n") {
+			if v, ok := strings.CutPrefix(line, "event: "); ok {
+				name = v
+			}
+			if v, ok := strings.CutPrefix(line, "data: "); ok {
+				data = v
+			}
+		}
+		if data == "" {
+			continue // the end of the stream, or a stream cut inside an event
+		}
+		var value any
+		if err := json.Unmarshal([]byte(data), &value); err != nil {
+			c.mismatch("%s: event data %s is not JSON: %v", what, data, err)
+			continue
+		}
+		against := &schema
+		if name == "error" {
+			against = c.errs
+		}
+		if err := against.VisitJSON(value); err != nil {
+			c.mismatch("%s: event %q data %s does not match the document: %v", what, name, data, err)
+		}
+	}
 }
 
 // checkedTransport sends requests with next and checks each answer against the contract.
@@ -149,6 +223,9 @@ func (c *contractChecker) check(r *http.Request, route *routers.Route, params ma
 	}
 	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
 		c.mismatch("%s: the answer %d %s does not match the document: %v", what, res.StatusCode, shorten(string(body)), err)
+	}
+	if res.Header.Get("Content-Type") == "text/event-stream" {
+		c.checkEventStream(what, route, res.StatusCode, body)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

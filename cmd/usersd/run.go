@@ -81,12 +81,14 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	service, err := handlers.New(handlers.Config{
 		Store: data, Keys: keys, Logger: logger, AccessLog: logs.Later(), MaxBodyBytes: cfg.maxBodyBytes,
 		RequestTimeout: cfg.limits.requestTimeout, CORSOrigins: cfg.corsOrigins, TrustRequestID: cfg.trustRequestID,
-		Metrics: registry, Tracing: tracing,
+		Metrics: registry, Tracing: tracing, MaxWatchers: int(cfg.maxWatchers), WatchHeartbeat: cfg.watchHeartbeat,
 	})
 	if err != nil {
 		return err
 	}
 	srv := newServer(service, cfg.limits, logger)
+	// Watches never end by themselves: Shutdown would wait for them until the grace ran out.
+	srv.RegisterOnShutdown(service.EndWatches)
 
 	// What runs beside the server stops when run returns, however it returns.
 	background, stopBackground := context.WithCancel(ctx)

@@ -31,6 +31,10 @@ const (
 // delete changes that a check of the swept sequence had just found kept.
 func (s *Store) UserEvents(ctx context.Context, after int64, limit int) (_ store.UserEvents, err error) {
 	defer s.classify(ctx, &err)
+	fromNow := after < 0
+	if fromNow {
+		limit = 0
+	}
 	rows, err := s.reader.QueryContext(ctx, readEventsQuery, after, limit)
 	if err != nil {
 		return store.UserEvents{}, fmt.Errorf("read user events after %d: %w", after, err)
@@ -64,6 +68,7 @@ func (s *Store) UserEvents(ctx context.Context, after int64, limit int) (_ store
 	// rows here keeps a sort out of the plan.
 	slices.SortFunc(out.Events, func(a, b store.UserEvent) int { return cmp.Compare(a.Sequence, b.Sequence) })
 	switch {
+	case fromNow:
 	case after < swept:
 		return store.UserEvents{}, fmt.Errorf("resume after %d, swept through %d: %w", after, swept, store.ErrEventsSwept)
 	case after > out.Latest:

@@ -108,6 +108,9 @@ func testEventResume(t *testing.T, s store.Store) {
 		}
 	}
 	last := all[len(all)-1].Sequence
+	if now, err := s.UserEvents(ctx, -1, 10); err != nil || now.Latest != last || len(now.Events) != 0 {
+		t.Fatalf("reading from now: %+v, %v; want no change and latest %d", now, err, last)
+	}
 	if _, err := s.UserEvents(ctx, last+1, 10); !errors.Is(err, store.ErrEventsAhead) {
 		t.Fatalf("resume after %d with the newest change at %d: %v, want ErrEventsAhead", last+1, last, err)
 	}

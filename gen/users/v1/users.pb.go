@@ -28,6 +28,67 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Kind says what happened.
+type UserEvent_Kind int32
+
+const (
+	UserEvent_KIND_UNSPECIFIED UserEvent_Kind = 0
+	// The user was created; user is the new user.
+	UserEvent_KIND_CREATED UserEvent_Kind = 1
+	// The user was replaced or updated; user is the user after the change.
+	UserEvent_KIND_UPDATED UserEvent_Kind = 2
+	// The user was deleted, with the user's posts; user carries the id alone.
+	UserEvent_KIND_DELETED UserEvent_Kind = 3
+	// Nothing to report: the stream is alive and has read every change up to sequence (changes
+	// that the role filter leaves out included), so sequence is a valid resume point.
+	UserEvent_KIND_HEARTBEAT UserEvent_Kind = 4
+)
+
+// Enum value maps for UserEvent_Kind.
+var (
+	UserEvent_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_CREATED",
+		2: "KIND_UPDATED",
+		3: "KIND_DELETED",
+		4: "KIND_HEARTBEAT",
+	}
+	UserEvent_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"KIND_CREATED":     1,
+		"KIND_UPDATED":     2,
+		"KIND_DELETED":     3,
+		"KIND_HEARTBEAT":   4,
+	}
+)
+
+func (x UserEvent_Kind) Enum() *UserEvent_Kind {
+	p := new(UserEvent_Kind)
+	*p = x
+	return p
+}
+
+func (x UserEvent_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (UserEvent_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_users_v1_users_proto_enumTypes[0].Descriptor()
+}
+
+func (UserEvent_Kind) Type() protoreflect.EnumType {
+	return &file_users_v1_users_proto_enumTypes[0]
+}
+
+func (x UserEvent_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use UserEvent_Kind.Descriptor instead.
+func (UserEvent_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{18, 0}
+}
+
 // GetUserRequest names the user to read.
 type GetUserRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1092,6 +1153,127 @@ func (x *CreateUserPostResponse) GetPost() *Post {
 	return nil
 }
 
+// WatchUsersRequest says where a watch starts and which users it follows.
+type WatchUsersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Deliver the events after this sequence: the last one the client read. Unset starts at the
+	// newest change, so only changes from now on are sent; 0 starts at the oldest change kept.
+	AfterSequence *int64 `protobuf:"varint,1,opt,name=after_sequence,json=afterSequence,proto3,oneof" json:"after_sequence,omitempty"`
+	// When set, only the changes of users that have this role, or had it before an update or a
+	// delete, so that a client also learns of a user who left the role.
+	Role          string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchUsersRequest) Reset() {
+	*x = WatchUsersRequest{}
+	mi := &file_users_v1_users_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchUsersRequest) ProtoMessage() {}
+
+func (x *WatchUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchUsersRequest.ProtoReflect.Descriptor instead.
+func (*WatchUsersRequest) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *WatchUsersRequest) GetAfterSequence() int64 {
+	if x != nil && x.AfterSequence != nil {
+		return *x.AfterSequence
+	}
+	return 0
+}
+
+func (x *WatchUsersRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+// UserEvent is one change of a user, or a heartbeat.
+type UserEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The change's place in the database's order of changes: it grows with every change of a user,
+	// whichever replica made it. Sequences may skip numbers; they never repeat or go back.
+	Sequence int64          `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Kind     UserEvent_Kind `protobuf:"varint,2,opt,name=kind,proto3,enum=users.v1.UserEvent_Kind" json:"kind,omitempty"`
+	// The user as the change left it: unset on a heartbeat, the id alone on a delete.
+	User          *User `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserEvent) Reset() {
+	*x = UserEvent{}
+	mi := &file_users_v1_users_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserEvent) ProtoMessage() {}
+
+func (x *UserEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserEvent.ProtoReflect.Descriptor instead.
+func (*UserEvent) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *UserEvent) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *UserEvent) GetKind() UserEvent_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return UserEvent_KIND_UNSPECIFIED
+}
+
+func (x *UserEvent) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
 var File_users_v1_users_proto protoreflect.FileDescriptor
 
 const file_users_v1_users_proto_rawDesc = "" +
@@ -1170,7 +1352,21 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\"<\n" +
 	"\x16CreateUserPostResponse\x12\"\n" +
-	"\x04post\x18\x01 \x01(\v2\x0e.users.v1.PostR\x04post2\xdf\x04\n" +
+	"\x04post\x18\x01 \x01(\v2\x0e.users.v1.PostR\x04post\"f\n" +
+	"\x11WatchUsersRequest\x12*\n" +
+	"\x0eafter_sequence\x18\x01 \x01(\x03H\x00R\rafterSequence\x88\x01\x01\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04roleB\x11\n" +
+	"\x0f_after_sequence\"\xe1\x01\n" +
+	"\tUserEvent\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12,\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x18.users.v1.UserEvent.KindR\x04kind\x12\"\n" +
+	"\x04user\x18\x03 \x01(\v2\x0e.users.v1.UserR\x04user\"f\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fKIND_CREATED\x10\x01\x12\x10\n" +
+	"\fKIND_UPDATED\x10\x02\x12\x10\n" +
+	"\fKIND_DELETED\x10\x03\x12\x12\n" +
+	"\x0eKIND_HEARTBEAT\x10\x042\xa6\x05\n" +
 	"\x05Users\x128\n" +
 	"\aGetUser\x12\x18.users.v1.GetUserRequest\x1a\x0e.users.v1.User\"\x03\x90\x02\x01\x12I\n" +
 	"\tListUsers\x12\x1a.users.v1.ListUsersRequest\x1a\x1b.users.v1.ListUsersResponse\"\x03\x90\x02\x01\x12G\n" +
@@ -1182,7 +1378,9 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\n" +
 	"DeleteUser\x12\x1b.users.v1.DeleteUserRequest\x1a\x1c.users.v1.DeleteUserResponse\x12U\n" +
 	"\rListUserPosts\x12\x1e.users.v1.ListUserPostsRequest\x1a\x1f.users.v1.ListUserPostsResponse\"\x03\x90\x02\x01\x12S\n" +
-	"\x0eCreateUserPost\x12\x1f.users.v1.CreateUserPostRequest\x1a .users.v1.CreateUserPostResponseBx\n" +
+	"\x0eCreateUserPost\x12\x1f.users.v1.CreateUserPostRequest\x1a .users.v1.CreateUserPostResponse\x12E\n" +
+	"\n" +
+	"WatchUsers\x12\x1b.users.v1.WatchUsersRequest\x1a\x13.users.v1.UserEvent\"\x03\x90\x02\x010\x01Bx\n" +
 	"\fcom.users.v1B\n" +
 	"UsersProtoP\x01Z\x1busersd/gen/users/v1;usersv1\xa2\x02\x03UXX\xaa\x02\bUsers.V1\xca\x02\bUsers\\V1\xe2\x02\x14Users\\V1\\GPBMetadata\xea\x02\tUsers::V1b\x06proto3"
 
@@ -1198,64 +1396,72 @@ func file_users_v1_users_proto_rawDescGZIP() []byte {
 	return file_users_v1_users_proto_rawDescData
 }
 
-var file_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_users_v1_users_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_users_v1_users_proto_goTypes = []any{
-	(*GetUserRequest)(nil),         // 0: users.v1.GetUserRequest
-	(*User)(nil),                   // 1: users.v1.User
-	(*Post)(nil),                   // 2: users.v1.Post
-	(*ListUsersRequest)(nil),       // 3: users.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),      // 4: users.v1.ListUsersResponse
-	(*CreateUserRequest)(nil),      // 5: users.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),     // 6: users.v1.CreateUserResponse
-	(*ReplaceUserRequest)(nil),     // 7: users.v1.ReplaceUserRequest
-	(*ReplaceUserResponse)(nil),    // 8: users.v1.ReplaceUserResponse
-	(*UpdateUserRequest)(nil),      // 9: users.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),     // 10: users.v1.UpdateUserResponse
-	(*DeleteUserRequest)(nil),      // 11: users.v1.DeleteUserRequest
-	(*DeleteUserResponse)(nil),     // 12: users.v1.DeleteUserResponse
-	(*ListUserPostsRequest)(nil),   // 13: users.v1.ListUserPostsRequest
-	(*ListUserPostsResponse)(nil),  // 14: users.v1.ListUserPostsResponse
-	(*CreateUserPostRequest)(nil),  // 15: users.v1.CreateUserPostRequest
-	(*CreateUserPostResponse)(nil), // 16: users.v1.CreateUserPostResponse
-	(*timestamppb.Timestamp)(nil),  // 17: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 18: google.protobuf.FieldMask
+	(UserEvent_Kind)(0),            // 0: users.v1.UserEvent.Kind
+	(*GetUserRequest)(nil),         // 1: users.v1.GetUserRequest
+	(*User)(nil),                   // 2: users.v1.User
+	(*Post)(nil),                   // 3: users.v1.Post
+	(*ListUsersRequest)(nil),       // 4: users.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),      // 5: users.v1.ListUsersResponse
+	(*CreateUserRequest)(nil),      // 6: users.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),     // 7: users.v1.CreateUserResponse
+	(*ReplaceUserRequest)(nil),     // 8: users.v1.ReplaceUserRequest
+	(*ReplaceUserResponse)(nil),    // 9: users.v1.ReplaceUserResponse
+	(*UpdateUserRequest)(nil),      // 10: users.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),     // 11: users.v1.UpdateUserResponse
+	(*DeleteUserRequest)(nil),      // 12: users.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),     // 13: users.v1.DeleteUserResponse
+	(*ListUserPostsRequest)(nil),   // 14: users.v1.ListUserPostsRequest
+	(*ListUserPostsResponse)(nil),  // 15: users.v1.ListUserPostsResponse
+	(*CreateUserPostRequest)(nil),  // 16: users.v1.CreateUserPostRequest
+	(*CreateUserPostResponse)(nil), // 17: users.v1.CreateUserPostResponse
+	(*WatchUsersRequest)(nil),      // 18: users.v1.WatchUsersRequest
+	(*UserEvent)(nil),              // 19: users.v1.UserEvent
+	(*timestamppb.Timestamp)(nil),  // 20: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),  // 21: google.protobuf.FieldMask
 }
 var file_users_v1_users_proto_depIdxs = []int32{
-	17, // 0: users.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	17, // 1: users.v1.User.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 2: users.v1.Post.created_at:type_name -> google.protobuf.Timestamp
-	1,  // 3: users.v1.ListUsersResponse.users:type_name -> users.v1.User
-	1,  // 4: users.v1.CreateUserRequest.user:type_name -> users.v1.User
-	1,  // 5: users.v1.CreateUserResponse.user:type_name -> users.v1.User
-	1,  // 6: users.v1.ReplaceUserRequest.user:type_name -> users.v1.User
-	1,  // 7: users.v1.ReplaceUserResponse.user:type_name -> users.v1.User
-	1,  // 8: users.v1.UpdateUserRequest.user:type_name -> users.v1.User
-	18, // 9: users.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	1,  // 10: users.v1.UpdateUserResponse.user:type_name -> users.v1.User
-	2,  // 11: users.v1.ListUserPostsResponse.posts:type_name -> users.v1.Post
-	2,  // 12: users.v1.CreateUserPostRequest.post:type_name -> users.v1.Post
-	2,  // 13: users.v1.CreateUserPostResponse.post:type_name -> users.v1.Post
-	0,  // 14: users.v1.Users.GetUser:input_type -> users.v1.GetUserRequest
-	3,  // 15: users.v1.Users.ListUsers:input_type -> users.v1.ListUsersRequest
-	5,  // 16: users.v1.Users.CreateUser:input_type -> users.v1.CreateUserRequest
-	7,  // 17: users.v1.Users.ReplaceUser:input_type -> users.v1.ReplaceUserRequest
-	9,  // 18: users.v1.Users.UpdateUser:input_type -> users.v1.UpdateUserRequest
-	11, // 19: users.v1.Users.DeleteUser:input_type -> users.v1.DeleteUserRequest
-	13, // 20: users.v1.Users.ListUserPosts:input_type -> users.v1.ListUserPostsRequest
-	15, // 21: users.v1.Users.CreateUserPost:input_type -> users.v1.CreateUserPostRequest
-	1,  // 22: users.v1.Users.GetUser:output_type -> users.v1.User
-	4,  // 23: users.v1.Users.ListUsers:output_type -> users.v1.ListUsersResponse
-	6,  // 24: users.v1.Users.CreateUser:output_type -> users.v1.CreateUserResponse
-	8,  // 25: users.v1.Users.ReplaceUser:output_type -> users.v1.ReplaceUserResponse
-	10, // 26: users.v1.Users.UpdateUser:output_type -> users.v1.UpdateUserResponse
-	12, // 27: users.v1.Users.DeleteUser:output_type -> users.v1.DeleteUserResponse
-	14, // 28: users.v1.Users.ListUserPosts:output_type -> users.v1.ListUserPostsResponse
-	16, // 29: users.v1.Users.CreateUserPost:output_type -> users.v1.CreateUserPostResponse
-	22, // [22:30] is the sub-list for method output_type
-	14, // [14:22] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	20, // 0: users.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	20, // 1: users.v1.User.updated_at:type_name -> google.protobuf.Timestamp
+	20, // 2: users.v1.Post.created_at:type_name -> google.protobuf.Timestamp
+	2,  // 3: users.v1.ListUsersResponse.users:type_name -> users.v1.User
+	2,  // 4: users.v1.CreateUserRequest.user:type_name -> users.v1.User
+	2,  // 5: users.v1.CreateUserResponse.user:type_name -> users.v1.User
+	2,  // 6: users.v1.ReplaceUserRequest.user:type_name -> users.v1.User
+	2,  // 7: users.v1.ReplaceUserResponse.user:type_name -> users.v1.User
+	2,  // 8: users.v1.UpdateUserRequest.user:type_name -> users.v1.User
+	21, // 9: users.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	2,  // 10: users.v1.UpdateUserResponse.user:type_name -> users.v1.User
+	3,  // 11: users.v1.ListUserPostsResponse.posts:type_name -> users.v1.Post
+	3,  // 12: users.v1.CreateUserPostRequest.post:type_name -> users.v1.Post
+	3,  // 13: users.v1.CreateUserPostResponse.post:type_name -> users.v1.Post
+	0,  // 14: users.v1.UserEvent.kind:type_name -> users.v1.UserEvent.Kind
+	2,  // 15: users.v1.UserEvent.user:type_name -> users.v1.User
+	1,  // 16: users.v1.Users.GetUser:input_type -> users.v1.GetUserRequest
+	4,  // 17: users.v1.Users.ListUsers:input_type -> users.v1.ListUsersRequest
+	6,  // 18: users.v1.Users.CreateUser:input_type -> users.v1.CreateUserRequest
+	8,  // 19: users.v1.Users.ReplaceUser:input_type -> users.v1.ReplaceUserRequest
+	10, // 20: users.v1.Users.UpdateUser:input_type -> users.v1.UpdateUserRequest
+	12, // 21: users.v1.Users.DeleteUser:input_type -> users.v1.DeleteUserRequest
+	14, // 22: users.v1.Users.ListUserPosts:input_type -> users.v1.ListUserPostsRequest
+	16, // 23: users.v1.Users.CreateUserPost:input_type -> users.v1.CreateUserPostRequest
+	18, // 24: users.v1.Users.WatchUsers:input_type -> users.v1.WatchUsersRequest
+	2,  // 25: users.v1.Users.GetUser:output_type -> users.v1.User
+	5,  // 26: users.v1.Users.ListUsers:output_type -> users.v1.ListUsersResponse
+	7,  // 27: users.v1.Users.CreateUser:output_type -> users.v1.CreateUserResponse
+	9,  // 28: users.v1.Users.ReplaceUser:output_type -> users.v1.ReplaceUserResponse
+	11, // 29: users.v1.Users.UpdateUser:output_type -> users.v1.UpdateUserResponse
+	13, // 30: users.v1.Users.DeleteUser:output_type -> users.v1.DeleteUserResponse
+	15, // 31: users.v1.Users.ListUserPosts:output_type -> users.v1.ListUserPostsResponse
+	17, // 32: users.v1.Users.CreateUserPost:output_type -> users.v1.CreateUserPostResponse
+	19, // 33: users.v1.Users.WatchUsers:output_type -> users.v1.UserEvent
+	25, // [25:34] is the sub-list for method output_type
+	16, // [16:25] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_users_v1_users_proto_init() }
@@ -1263,18 +1469,20 @@ func file_users_v1_users_proto_init() {
 	if File_users_v1_users_proto != nil {
 		return
 	}
+	file_users_v1_users_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_users_v1_users_proto_rawDesc), len(file_users_v1_users_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   17,
+			NumEnums:      1,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_users_v1_users_proto_goTypes,
 		DependencyIndexes: file_users_v1_users_proto_depIdxs,
+		EnumInfos:         file_users_v1_users_proto_enumTypes,
 		MessageInfos:      file_users_v1_users_proto_msgTypes,
 	}.Build()
 	File_users_v1_users_proto = out.File

@@ -54,6 +54,8 @@ const (
 	UsersListUserPostsProcedure = "/users.v1.Users/ListUserPosts"
 	// UsersCreateUserPostProcedure is the fully-qualified name of the Users's CreateUserPost RPC.
 	UsersCreateUserPostProcedure = "/users.v1.Users/CreateUserPost"
+	// UsersWatchUsersProcedure is the fully-qualified name of the Users's WatchUsers RPC.
+	UsersWatchUsersProcedure = "/users.v1.Users/WatchUsers"
 )
 
 // UsersClient is a client for the users.v1.Users service.
@@ -76,6 +78,15 @@ type UsersClient interface {
 	ListUserPosts(context.Context, *v1.ListUserPostsRequest) (*v1.ListUserPostsResponse, error)
 	// CreateUserPost adds a post to a user.
 	CreateUserPost(context.Context, *v1.CreateUserPostRequest) (*v1.CreateUserPostResponse, error)
+	// WatchUsers streams every change of users, in the order the database made them, on every
+	// replica. It starts with a heartbeat that says where the stream begins, sends a heartbeat at
+	// least every 15 seconds while nothing changes, and resumes from any sequence the client has seen
+	// (after_sequence), with nothing lost and nothing twice. A resume point older than the kept log
+	// (at least 24 hours) is FAILED_PRECONDITION: reload, then watch from now. A client too slow to
+	// keep up is ended with RESOURCE_EXHAUSTED, and every stream ends with UNAVAILABLE when its server
+	// stops; both may resume from the last sequence they read.
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME the stream of UserEvent is fixed by the contract (README, "Watching users").
+	WatchUsers(context.Context, *v1.WatchUsersRequest) (*connect.ServerStreamForClient[v1.UserEvent], error)
 }
 
 // NewUsersClient constructs a client for the users.v1.Users service. By default, it uses the
@@ -140,6 +151,13 @@ func NewUsersClient(httpClient connect.HTTPClient, baseURL string, opts ...conne
 			connect.WithSchema(usersMethods.ByName("CreateUserPost")),
 			connect.WithClientOptions(opts...),
 		),
+		watchUsers: connect.NewClient[v1.WatchUsersRequest, v1.UserEvent](
+			httpClient,
+			baseURL+UsersWatchUsersProcedure,
+			connect.WithSchema(usersMethods.ByName("WatchUsers")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -153,6 +171,7 @@ type usersClient struct {
 	deleteUser     *connect.Client[v1.DeleteUserRequest, v1.DeleteUserResponse]
 	listUserPosts  *connect.Client[v1.ListUserPostsRequest, v1.ListUserPostsResponse]
 	createUserPost *connect.Client[v1.CreateUserPostRequest, v1.CreateUserPostResponse]
+	watchUsers     *connect.Client[v1.WatchUsersRequest, v1.UserEvent]
 }
 
 // GetUser calls users.v1.Users.GetUser.
@@ -227,6 +246,11 @@ func (c *usersClient) CreateUserPost(ctx context.Context, req *v1.CreateUserPost
 	return nil, err
 }
 
+// WatchUsers calls users.v1.Users.WatchUsers.
+func (c *usersClient) WatchUsers(ctx context.Context, req *v1.WatchUsersRequest) (*connect.ServerStreamForClient[v1.UserEvent], error) {
+	return c.watchUsers.CallServerStream(ctx, connect.NewRequest(req))
+}
+
 // UsersHandler is an implementation of the users.v1.Users service.
 type UsersHandler interface {
 	// GetUser returns one user.
@@ -247,6 +271,15 @@ type UsersHandler interface {
 	ListUserPosts(context.Context, *v1.ListUserPostsRequest) (*v1.ListUserPostsResponse, error)
 	// CreateUserPost adds a post to a user.
 	CreateUserPost(context.Context, *v1.CreateUserPostRequest) (*v1.CreateUserPostResponse, error)
+	// WatchUsers streams every change of users, in the order the database made them, on every
+	// replica. It starts with a heartbeat that says where the stream begins, sends a heartbeat at
+	// least every 15 seconds while nothing changes, and resumes from any sequence the client has seen
+	// (after_sequence), with nothing lost and nothing twice. A resume point older than the kept log
+	// (at least 24 hours) is FAILED_PRECONDITION: reload, then watch from now. A client too slow to
+	// keep up is ended with RESOURCE_EXHAUSTED, and every stream ends with UNAVAILABLE when its server
+	// stops; both may resume from the last sequence they read.
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME the stream of UserEvent is fixed by the contract (README, "Watching users").
+	WatchUsers(context.Context, *v1.WatchUsersRequest, *connect.ServerStream[v1.UserEvent]) error
 }
 
 // NewUsersHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -307,6 +340,13 @@ func NewUsersHandler(svc UsersHandler, opts ...connect.HandlerOption) (string, h
 		connect.WithSchema(usersMethods.ByName("CreateUserPost")),
 		connect.WithHandlerOptions(opts...),
 	)
+	usersWatchUsersHandler := connect.NewServerStreamHandlerSimple(
+		UsersWatchUsersProcedure,
+		svc.WatchUsers,
+		connect.WithSchema(usersMethods.ByName("WatchUsers")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/users.v1.Users/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case UsersGetUserProcedure:
@@ -325,6 +365,8 @@ func NewUsersHandler(svc UsersHandler, opts ...connect.HandlerOption) (string, h
 			usersListUserPostsHandler.ServeHTTP(w, r)
 		case UsersCreateUserPostProcedure:
 			usersCreateUserPostHandler.ServeHTTP(w, r)
+		case UsersWatchUsersProcedure:
+			usersWatchUsersHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -364,4 +406,8 @@ func (UnimplementedUsersHandler) ListUserPosts(context.Context, *v1.ListUserPost
 
 func (UnimplementedUsersHandler) CreateUserPost(context.Context, *v1.CreateUserPostRequest) (*v1.CreateUserPostResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Users.CreateUserPost is not implemented"))
+}
+
+func (UnimplementedUsersHandler) WatchUsers(context.Context, *v1.WatchUsersRequest, *connect.ServerStream[v1.UserEvent]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Users.WatchUsers is not implemented"))
 }

@@ -30,7 +30,7 @@ INSERT INTO user_events_swept (singleton, through) VALUES (1, 0);
 CREATE TRIGGER users_event_insert AFTER INSERT ON users BEGIN
     INSERT INTO user_events (kind, user_id, name, role, previous_role, created_at, updated_at, version, at)
     VALUES (1, NEW.id, NEW.name, NEW.role, '', NEW.created_at, NEW.updated_at, NEW.version,
-            CAST(unixepoch('subsec') * 1000000 AS INTEGER));
+            CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER));
 END;
 
 -- Every change of a user bumps its version; an update that does not (a maintenance migration) is
@@ -38,11 +38,11 @@ END;
 CREATE TRIGGER users_event_update AFTER UPDATE ON users WHEN NEW.version <> OLD.version BEGIN
     INSERT INTO user_events (kind, user_id, name, role, previous_role, created_at, updated_at, version, at)
     VALUES (2, NEW.id, NEW.name, NEW.role, OLD.role, NEW.created_at, NEW.updated_at, NEW.version,
-            CAST(unixepoch('subsec') * 1000000 AS INTEGER));
+            CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER));
 END;
 
 CREATE TRIGGER users_event_delete AFTER DELETE ON users BEGIN
     INSERT INTO user_events (kind, user_id, name, role, previous_role, created_at, updated_at, version, at)
     VALUES (3, OLD.id, OLD.name, OLD.role, '', OLD.created_at, OLD.updated_at, OLD.version,
-            CAST(unixepoch('subsec') * 1000000 AS INTEGER));
+            CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER));
 END;

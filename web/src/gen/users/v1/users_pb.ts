@@ -7,8 +7,8 @@
 // @generated from file users/v1/users.proto (package users.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file users/v1/users.proto.
  */
 export const file_users_v1_users: GenFile = /*@__PURE__*/
-  fileDesc("ChR1c2Vycy92MS91c2Vycy5wcm90bxIIdXNlcnMudjEiHAoOR2V0VXNlclJlcXVlc3QSCgoCaWQYASABKAUinAEKBFVzZXISCgoCaWQYASABKAUSDAoEbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGV0YWcYBiABKAkicAoEUG9zdBIKCgJpZBgBIAEoBRIPCgd1c2VyX2lkGAIgASgFEg0KBXRpdGxlGAMgASgJEgwKBGJvZHkYBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidAoQTGlzdFVzZXJzUmVxdWVzdBIMCgRyb2xlGAEgASgJEgwKBHNvcnQYAiABKAkSDAoEcGFnZRgDIAEoBRINCgVsaW1pdBgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJEhMKC25hbWVfcHJlZml4GAYgASgJImAKEUxpc3RVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlchITCgt0b3RhbF9jb3VudBgCIAEoBRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiRQoRQ3JlYXRlVXNlclJlcXVlc3QSHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXISEgoKcmVxdWVzdF9pZBgCIAEoCSIyChJDcmVhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiTAoSUmVwbGFjZVVzZXJSZXF1ZXN0EgoKAmlkGAEgASgFEhwKBHVzZXIYAiABKAsyDi51c2Vycy52MS5Vc2VyEgwKBGV0YWcYAyABKAkiMwoTUmVwbGFjZVVzZXJSZXNwb25zZRIcCgR1c2VyGAEgASgLMg4udXNlcnMudjEuVXNlciJ8ChFVcGRhdGVVc2VyUmVxdWVzdBIKCgJpZBgBIAEoBRIcCgR1c2VyGAIgASgLMg4udXNlcnMudjEuVXNlchIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSDAoEZXRhZxgEIAEoCSIyChJVcGRhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiLQoRRGVsZXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSDAoEZXRhZxgCIAEoCSIUChJEZWxldGVVc2VyUmVzcG9uc2UiWAoUTGlzdFVzZXJQb3N0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoBRIMCgRwYWdlGAIgASgFEg0KBWxpbWl0GAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiZAoVTGlzdFVzZXJQb3N0c1Jlc3BvbnNlEh0KBXBvc3RzGAEgAygLMg4udXNlcnMudjEuUG9zdBITCgt0b3RhbF9jb3VudBgCIAEoBRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiWgoVQ3JlYXRlVXNlclBvc3RSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAUSHAoEcG9zdBgCIAEoCzIOLnVzZXJzLnYxLlBvc3QSEgoKcmVxdWVzdF9pZBgDIAEoCSI2ChZDcmVhdGVVc2VyUG9zdFJlc3BvbnNlEhwKBHBvc3QYASABKAsyDi51c2Vycy52MS5Qb3N0Mt8ECgVVc2VycxI4CgdHZXRVc2VyEhgudXNlcnMudjEuR2V0VXNlclJlcXVlc3QaDi51c2Vycy52MS5Vc2VyIgOQAgESSQoJTGlzdFVzZXJzEhoudXNlcnMudjEuTGlzdFVzZXJzUmVxdWVzdBobLnVzZXJzLnYxLkxpc3RVc2Vyc1Jlc3BvbnNlIgOQAgESRwoKQ3JlYXRlVXNlchIbLnVzZXJzLnYxLkNyZWF0ZVVzZXJSZXF1ZXN0GhwudXNlcnMudjEuQ3JlYXRlVXNlclJlc3BvbnNlEkoKC1JlcGxhY2VVc2VyEhwudXNlcnMudjEuUmVwbGFjZVVzZXJSZXF1ZXN0Gh0udXNlcnMudjEuUmVwbGFjZVVzZXJSZXNwb25zZRJHCgpVcGRhdGVVc2VyEhsudXNlcnMudjEuVXBkYXRlVXNlclJlcXVlc3QaHC51c2Vycy52MS5VcGRhdGVVc2VyUmVzcG9uc2USRwoKRGVsZXRlVXNlchIbLnVzZXJzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0GhwudXNlcnMudjEuRGVsZXRlVXNlclJlc3BvbnNlElUKDUxpc3RVc2VyUG9zdHMSHi51c2Vycy52MS5MaXN0VXNlclBvc3RzUmVxdWVzdBofLnVzZXJzLnYxLkxpc3RVc2VyUG9zdHNSZXNwb25zZSIDkAIBElMKDkNyZWF0ZVVzZXJQb3N0Eh8udXNlcnMudjEuQ3JlYXRlVXNlclBvc3RSZXF1ZXN0GiAudXNlcnMudjEuQ3JlYXRlVXNlclBvc3RSZXNwb25zZUJ4Cgxjb20udXNlcnMudjFCClVzZXJzUHJvdG9QAVobdXNlcnNkL2dlbi91c2Vycy92MTt1c2Vyc3YxogIDVVhYqgIIVXNlcnMuVjHKAghVc2Vyc1xWMeICFFVzZXJzXFYxXEdQQk1ldGFkYXRh6gIJVXNlcnM6OlYxYgZwcm90bzM", [file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("ChR1c2Vycy92MS91c2Vycy5wcm90bxIIdXNlcnMudjEiHAoOR2V0VXNlclJlcXVlc3QSCgoCaWQYASABKAUinAEKBFVzZXISCgoCaWQYASABKAUSDAoEbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGV0YWcYBiABKAkicAoEUG9zdBIKCgJpZBgBIAEoBRIPCgd1c2VyX2lkGAIgASgFEg0KBXRpdGxlGAMgASgJEgwKBGJvZHkYBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidAoQTGlzdFVzZXJzUmVxdWVzdBIMCgRyb2xlGAEgASgJEgwKBHNvcnQYAiABKAkSDAoEcGFnZRgDIAEoBRINCgVsaW1pdBgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJEhMKC25hbWVfcHJlZml4GAYgASgJImAKEUxpc3RVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlchITCgt0b3RhbF9jb3VudBgCIAEoBRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiRQoRQ3JlYXRlVXNlclJlcXVlc3QSHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXISEgoKcmVxdWVzdF9pZBgCIAEoCSIyChJDcmVhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiTAoSUmVwbGFjZVVzZXJSZXF1ZXN0EgoKAmlkGAEgASgFEhwKBHVzZXIYAiABKAsyDi51c2Vycy52MS5Vc2VyEgwKBGV0YWcYAyABKAkiMwoTUmVwbGFjZVVzZXJSZXNwb25zZRIcCgR1c2VyGAEgASgLMg4udXNlcnMudjEuVXNlciJ8ChFVcGRhdGVVc2VyUmVxdWVzdBIKCgJpZBgBIAEoBRIcCgR1c2VyGAIgASgLMg4udXNlcnMudjEuVXNlchIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSDAoEZXRhZxgEIAEoCSIyChJVcGRhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiLQoRRGVsZXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSDAoEZXRhZxgCIAEoCSIUChJEZWxldGVVc2VyUmVzcG9uc2UiWAoUTGlzdFVzZXJQb3N0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoBRIMCgRwYWdlGAIgASgFEg0KBWxpbWl0GAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiZAoVTGlzdFVzZXJQb3N0c1Jlc3BvbnNlEh0KBXBvc3RzGAEgAygLMg4udXNlcnMudjEuUG9zdBITCgt0b3RhbF9jb3VudBgCIAEoBRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiWgoVQ3JlYXRlVXNlclBvc3RSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAUSHAoEcG9zdBgCIAEoCzIOLnVzZXJzLnYxLlBvc3QSEgoKcmVxdWVzdF9pZBgDIAEoCSI2ChZDcmVhdGVVc2VyUG9zdFJlc3BvbnNlEhwKBHBvc3QYASABKAsyDi51c2Vycy52MS5Qb3N0IlEKEVdhdGNoVXNlcnNSZXF1ZXN0EhsKDmFmdGVyX3NlcXVlbmNlGAEgASgDSACIAQESDAoEcm9sZRgCIAEoCUIRCg9fYWZ0ZXJfc2VxdWVuY2UiywEKCVVzZXJFdmVudBIQCghzZXF1ZW5jZRgBIAEoAxImCgRraW5kGAIgASgOMhgudXNlcnMudjEuVXNlckV2ZW50LktpbmQSHAoEdXNlchgDIAEoCzIOLnVzZXJzLnYxLlVzZXIiZgoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASEAoMS0lORF9DUkVBVEVEEAESEAoMS0lORF9VUERBVEVEEAISEAoMS0lORF9ERUxFVEVEEAMSEgoOS0lORF9IRUFSVEJFQVQQBDKmBQoFVXNlcnMSOAoHR2V0VXNlchIYLnVzZXJzLnYxLkdldFVzZXJSZXF1ZXN0Gg4udXNlcnMudjEuVXNlciIDkAIBEkkKCUxpc3RVc2VycxIaLnVzZXJzLnYxLkxpc3RVc2Vyc1JlcXVlc3QaGy51c2Vycy52MS5MaXN0VXNlcnNSZXNwb25zZSIDkAIBEkcKCkNyZWF0ZVVzZXISGy51c2Vycy52MS5DcmVhdGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLkNyZWF0ZVVzZXJSZXNwb25zZRJKCgtSZXBsYWNlVXNlchIcLnVzZXJzLnYxLlJlcGxhY2VVc2VyUmVxdWVzdBodLnVzZXJzLnYxLlJlcGxhY2VVc2VyUmVzcG9uc2USRwoKVXBkYXRlVXNlchIbLnVzZXJzLnYxLlVwZGF0ZVVzZXJSZXF1ZXN0GhwudXNlcnMudjEuVXBkYXRlVXNlclJlc3BvbnNlEkcKCkRlbGV0ZVVzZXISGy51c2Vycy52MS5EZWxldGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLkRlbGV0ZVVzZXJSZXNwb25zZRJVCg1MaXN0VXNlclBvc3RzEh4udXNlcnMudjEuTGlzdFVzZXJQb3N0c1JlcXVlc3QaHy51c2Vycy52MS5MaXN0VXNlclBvc3RzUmVzcG9uc2UiA5ACARJTCg5DcmVhdGVVc2VyUG9zdBIfLnVzZXJzLnYxLkNyZWF0ZVVzZXJQb3N0UmVxdWVzdBogLnVzZXJzLnYxLkNyZWF0ZVVzZXJQb3N0UmVzcG9uc2USRQoKV2F0Y2hVc2VycxIbLnVzZXJzLnYxLldhdGNoVXNlcnNSZXF1ZXN0GhMudXNlcnMudjEuVXNlckV2ZW50IgOQAgEwAUJ4Cgxjb20udXNlcnMudjFCClVzZXJzUHJvdG9QAVobdXNlcnNkL2dlbi91c2Vycy92MTt1c2Vyc3YxogIDVVhYqgIIVXNlcnMuVjHKAghVc2Vyc1xWMeICFFVzZXJzXFYxXEdQQk1ldGFkYXRh6gIJVXNlcnM6OlYxYgZwcm90bzM", [file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * GetUserRequest names the user to read.
@@ -602,6 +602,117 @@ export const CreateUserPostResponseSchema: GenMessage<CreateUserPostResponse> = 
   messageDesc(file_users_v1_users, 16);
 
 /**
+ * WatchUsersRequest says where a watch starts and which users it follows.
+ *
+ * @generated from message users.v1.WatchUsersRequest
+ */
+export type WatchUsersRequest = Message<"users.v1.WatchUsersRequest"> & {
+  /**
+   * Deliver the events after this sequence: the last one the client read. Unset starts at the
+   * newest change, so only changes from now on are sent; 0 starts at the oldest change kept.
+   *
+   * @generated from field: optional int64 after_sequence = 1;
+   */
+  afterSequence?: bigint | undefined;
+
+  /**
+   * When set, only the changes of users that have this role, or had it before an update or a
+   * delete, so that a client also learns of a user who left the role.
+   *
+   * @generated from field: string role = 2;
+   */
+  role: string;
+};
+
+/**
+ * Describes the message users.v1.WatchUsersRequest.
+ * Use `create(WatchUsersRequestSchema)` to create a new message.
+ */
+export const WatchUsersRequestSchema: GenMessage<WatchUsersRequest> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 17);
+
+/**
+ * UserEvent is one change of a user, or a heartbeat.
+ *
+ * @generated from message users.v1.UserEvent
+ */
+export type UserEvent = Message<"users.v1.UserEvent"> & {
+  /**
+   * The change's place in the database's order of changes: it grows with every change of a user,
+   * whichever replica made it. Sequences may skip numbers; they never repeat or go back.
+   *
+   * @generated from field: int64 sequence = 1;
+   */
+  sequence: bigint;
+
+  /**
+   * @generated from field: users.v1.UserEvent.Kind kind = 2;
+   */
+  kind: UserEvent_Kind;
+
+  /**
+   * The user as the change left it: unset on a heartbeat, the id alone on a delete.
+   *
+   * @generated from field: users.v1.User user = 3;
+   */
+  user?: User | undefined;
+};
+
+/**
+ * Describes the message users.v1.UserEvent.
+ * Use `create(UserEventSchema)` to create a new message.
+ */
+export const UserEventSchema: GenMessage<UserEvent> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 18);
+
+/**
+ * Kind says what happened.
+ *
+ * @generated from enum users.v1.UserEvent.Kind
+ */
+export enum UserEvent_Kind {
+  /**
+   * @generated from enum value: KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The user was created; user is the new user.
+   *
+   * @generated from enum value: KIND_CREATED = 1;
+   */
+  CREATED = 1,
+
+  /**
+   * The user was replaced or updated; user is the user after the change.
+   *
+   * @generated from enum value: KIND_UPDATED = 2;
+   */
+  UPDATED = 2,
+
+  /**
+   * The user was deleted, with the user's posts; user carries the id alone.
+   *
+   * @generated from enum value: KIND_DELETED = 3;
+   */
+  DELETED = 3,
+
+  /**
+   * Nothing to report: the stream is alive and has read every change up to sequence (changes
+   * that the role filter leaves out included), so sequence is a valid resume point.
+   *
+   * @generated from enum value: KIND_HEARTBEAT = 4;
+   */
+  HEARTBEAT = 4,
+}
+
+/**
+ * Describes the enum users.v1.UserEvent.Kind.
+ */
+export const UserEvent_KindSchema: GenEnum<UserEvent_Kind> = /*@__PURE__*/
+  enumDesc(file_users_v1_users, 18, 0);
+
+/**
  * Users manages users and their posts. Every REST route of the service is a thin adapter over one of
  * these methods, so a route and its RPC cannot disagree.
  *
@@ -694,6 +805,23 @@ export const Users: GenService<{
     methodKind: "unary";
     input: typeof CreateUserPostRequestSchema;
     output: typeof CreateUserPostResponseSchema;
+  },
+  /**
+   * WatchUsers streams every change of users, in the order the database made them, on every
+   * replica. It starts with a heartbeat that says where the stream begins, sends a heartbeat at
+   * least every 15 seconds while nothing changes, and resumes from any sequence the client has seen
+   * (after_sequence), with nothing lost and nothing twice. A resume point older than the kept log
+   * (at least 24 hours) is FAILED_PRECONDITION: reload, then watch from now. A client too slow to
+   * keep up is ended with RESOURCE_EXHAUSTED, and every stream ends with UNAVAILABLE when its server
+   * stops; both may resume from the last sequence they read.
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME the stream of UserEvent is fixed by the contract (README, "Watching users").
+   *
+   * @generated from rpc users.v1.Users.WatchUsers
+   */
+  watchUsers: {
+    methodKind: "server_streaming";
+    input: typeof WatchUsersRequestSchema;
+    output: typeof UserEventSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_users_v1_users, 0);

@@ -1,0 +1,292 @@
+// The feed: one reader of the change log per process, which hands each change to every watcher, so
+// that a thousand watchers cost one read of the log per change rather than a thousand.
+package handlers
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	usersv1 "usersd/gen/users/v1"
+	"usersd/store"
+)
+
+const (
+	// feedPollEvery is how often the feed reads the log without a notice: notices can be lost (a
+	// replica's listening connection drops), and this bounds how late a change then arrives.
+	feedPollEvery = time.Second
+	// feedBatch is the most changes one read of the log returns.
+	feedBatch = 500
+	// watcherBacklog is how many changes a watcher may have waiting before it counts as too slow and
+	// is ended: what bounds the memory a watcher that does not read can hold. (Changes are shared by
+	// every watcher; a watcher holds only its queue of them.) A burst of writes as large reaches a
+	// watcher that reads at once.
+	watcherBacklog = 10_000
+)
+
+// change is a change of the log as the feed hands it out: shared by every watcher, never modified.
+type change struct {
+	store.UserEvent
+	message *usersv1.UserEvent
+}
+
+func newChange(e store.UserEvent) change {
+	return change{UserEvent: e, message: eventToProto(e)}
+}
+
+// feed follows the change log while anyone watches, and hands what it reads to every watcher.
+type feed struct {
+	store       store.Store
+	logger      *slog.Logger
+	metrics     *metrics
+	maxWatchers int
+
+	mu sync.Mutex
+	// joined counts the watches between join and leave, listening or still catching up: what the
+	// limit counts.
+	joined int
+	// listeners are the watchers that receive what the feed reads.
+	listeners map[*watcher]struct{}
+	// position is the sequence up to which every change has been handed to the listeners; it is
+	// known only while there are listeners (the feed does not read the log for nobody).
+	position int64
+	synced   bool
+	// stopped, once set, refuses new watches and has ended every watcher.
+	stopped error
+	// running says whether the goroutine that follows the log has started; stop ends it.
+	running bool
+	wake    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func newFeed(st store.Store, logger *slog.Logger, m *metrics, maxWatchers int) *feed {
+	return &feed{
+		store: st, logger: logger, metrics: m, maxWatchers: maxWatchers,
+		listeners: map[*watcher]struct{}{},
+		wake:      make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// watcher is one watch as the feed sees it.
+type watcher struct {
+	mu sync.Mutex
+	// queue holds what the feed handed out and the watch has not taken; queued counts the changes
+	// in it and in the batches the watch has taken and not yet sent, never more than watcherBacklog.
+	queue  [][]change
+	queued int
+	// ready has a value when the queue may hold something.
+	ready chan struct{}
+	// ended is closed when the feed ends the watch; err says why.
+	ended chan struct{}
+	err   error
+}
+
+// take returns what the queue holds and empties it; release says the watch is done with n changes.
+func (w *watcher) take() [][]change {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	batches := w.queue
+	w.queue = nil
+	return batches
+}
+
+func (w *watcher) release(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.queued -= n
+}
+
+var (
+	errTooManyWatchers = connect.NewError(connect.CodeResourceExhausted,
+		errors.New("this server has as many watches as it allows; retry later or on another replica"))
+	errWatcherTooSlow = connect.NewError(connect.CodeResourceExhausted,
+		errors.New("this watch fell too far behind the changes; read faster, then resume after the last sequence you read"))
+	errServerStopping = connect.NewError(connect.CodeUnavailable,
+		errors.New("the server is stopping; resume after the last sequence you read"))
+)
+
+// join counts a new watch, or refuses it when the server is at its limit or stopping.
+func (f *feed) join() (*watcher, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped != nil {
+		return nil, f.stopped
+	}
+	if f.joined >= f.maxWatchers {
+		f.metrics.watchCut("too_many")
+		return nil, errTooManyWatchers
+	}
+	f.joined++
+	f.metrics.watchStarted()
+	return &watcher{ready: make(chan struct{}, 1), ended: make(chan struct{})}, nil
+}
+
+// listen makes w receive every change that the feed reads from now on. When nobody listened, the
+// feed was not following the log, so it first learns where the log is: every change after that
+// reaches w. (The watch itself reads the log up to at least there, so nothing falls between.)
+func (f *feed) listen(ctx context.Context, w *watcher) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped != nil {
+		return f.stopped
+	}
+	if !f.synced {
+		now, err := f.store.UserEvents(ctx, -1, 0)
+		if err != nil {
+			return err
+		}
+		f.position, f.synced = now.Latest, true
+	}
+	if !f.running {
+		f.running = true
+		go f.follow()
+	}
+	f.listeners[w] = struct{}{}
+	return nil
+}
+
+// leave ends w's part in the feed; it is called once for every watcher that joined.
+func (f *feed) leave(w *watcher) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.listeners, w)
+	if len(f.listeners) == 0 {
+		f.synced = false
+	}
+	f.joined--
+	f.metrics.watchEnded()
+}
+
+// end stops handing changes to w and tells it why; the caller holds mu.
+func (f *feed) end(w *watcher, err error) {
+	delete(f.listeners, w)
+	w.err = err
+	close(w.ended)
+	if len(f.listeners) == 0 {
+		f.synced = false
+	}
+}
+
+// hand gives w a batch of changes, or ends it if that would put it more than watcherBacklog
+// changes behind; the caller holds mu.
+func (f *feed) hand(w *watcher, batch []change) {
+	w.mu.Lock()
+	tooSlow := w.queued+len(batch) > watcherBacklog
+	if !tooSlow {
+		w.queue = append(w.queue, batch)
+		w.queued += len(batch)
+	}
+	w.mu.Unlock()
+	if tooSlow {
+		f.metrics.watchCut("too_slow")
+		f.end(w, errWatcherTooSlow)
+		return
+	}
+	select {
+	case w.ready <- struct{}{}:
+	default: // it has a value already
+	}
+}
+
+// close refuses new watches and ends every watch with err, and stops following the log.
+func (f *feed) close(err error) {
+	f.mu.Lock()
+	if f.stopped == nil {
+		f.stopped = err
+		for w := range f.listeners {
+			f.metrics.watchCut("stopping")
+			f.end(w, err)
+		}
+		close(f.stop)
+	}
+	running := f.running
+	f.mu.Unlock()
+	if running {
+		<-f.done
+	}
+}
+
+// follow reads the log whenever the store says it may have grown, and every feedPollEvery
+// regardless, until the feed closes.
+func (f *feed) follow() {
+	defer close(f.done)
+	stopNotices := f.store.NotifyUserEvents(f.wake)
+	defer stopNotices()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-f.stop
+		cancel()
+	}()
+	poll := time.NewTicker(feedPollEvery)
+	defer poll.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-f.wake:
+		case <-poll.C:
+		}
+		f.readNew(ctx)
+	}
+}
+
+// readNew hands every change after the feed's position to the listeners.
+func (f *feed) readNew(ctx context.Context) {
+	for {
+		f.mu.Lock()
+		if !f.synced {
+			f.mu.Unlock()
+			return // nobody listens
+		}
+		from := f.position
+		f.mu.Unlock()
+
+		page, err := f.store.UserEvents(ctx, from, feedBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.lostTrack(err)
+			}
+			return
+		}
+		f.mu.Lock()
+		if f.synced && f.position == from && len(page.Events) > 0 {
+			batch := make([]change, len(page.Events))
+			for i, e := range page.Events {
+				batch[i] = newChange(e)
+			}
+			f.position = page.Events[len(page.Events)-1].Sequence
+			for w := range f.listeners {
+				f.hand(w, batch)
+			}
+		}
+		// Otherwise everyone left while the feed read, and the next listener synced it anew: what
+		// it read is of no use.
+		f.mu.Unlock()
+		if len(page.Events) < feedBatch {
+			return
+		}
+	}
+}
+
+// lostTrack handles a failed read of the log. The store being unreachable is tried again at the
+// next notice or poll. The feed's position swept from under it (it fell a whole EventTTL behind)
+// means it can no longer serve its watchers without a hole: each is ended, to resume on its own
+// and learn whether it must reload.
+func (f *feed) lostTrack(err error) {
+	if !errors.Is(err, store.ErrEventsSwept) {
+		f.logger.Warn("reading the change log failed; retrying", "error", err)
+		return
+	}
+	f.logger.Error("the change log was swept past the feed's position; ending every watch", "error", err)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for w := range f.listeners {
+		f.end(w, errServerStopping)
+	}
+}
