@@ -3,7 +3,7 @@
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
-import { Users } from "./gen/users/v1/users_pb";
+import { Users, UserEvent_Kind, type UserEvent } from "./gen/users/v1/users_pb";
 
 const keyStorage = "usersd.apiKey";
 
@@ -39,6 +39,52 @@ export const users = createClient(
   Users,
   createConnectTransport({ baseUrl: window.location.origin, interceptors: [sendKey] }),
 );
+
+/** What the page's watch of the changes is doing, for its "live" indicator. */
+export type WatchState = "connecting" | "live" | "retrying";
+
+/** No message for this long means a connection that died without saying so: heartbeats come every 15 s. */
+const silenceLimit = 45_000;
+
+/**
+ * Follows WatchUsers for as long as the page is open, and hands each change to `change`. A stream
+ * that starts from now calls `fresh` first: changes made before it are not sent, so the caller
+ * reloads what it shows. A stream that ends (the server stops, or this page fell behind) is resumed
+ * after the last sequence read, so nothing is lost or seen twice; a resume point the server no
+ * longer keeps (failed_precondition) starts from now again, and so reloads.
+ */
+export async function followUsers(on: {
+  change(event: UserEvent): void;
+  fresh(): void;
+  state(state: WatchState): void;
+}): Promise<never> {
+  let after: bigint | undefined; // the last sequence read; unset: from now
+  let delay = 1_000;
+  on.state("connecting");
+  for (;;) {
+    const silent = new AbortController();
+    let timer = setTimeout(() => silent.abort(), silenceLimit);
+    try {
+      for await (const event of users.watchUsers({ afterSequence: after }, { signal: silent.signal })) {
+        clearTimeout(timer);
+        timer = setTimeout(() => silent.abort(), silenceLimit);
+        if (after === undefined) on.fresh(); // the first message, a heartbeat where the stream starts
+        after = event.sequence;
+        delay = 1_000;
+        on.state("live");
+        if (event.kind !== UserEvent_Kind.HEARTBEAT) on.change(event);
+      }
+    } catch (err) {
+      if (ConnectError.from(err).code === Code.FailedPrecondition) after = undefined;
+    } finally {
+      clearTimeout(timer);
+    }
+    on.state("retrying");
+    // Every page that watched a stopped server comes back at once: the random half spreads them out.
+    await new Promise((resume) => setTimeout(resume, delay * (0.5 + Math.random() / 2)));
+    delay = Math.min(delay * 2, 10_000);
+  }
+}
 
 /** Says in words what went wrong with a call, for the person using the page. */
 export function describeError(err: unknown): string {

@@ -1,8 +1,9 @@
 // The page: a list of users (filter, sort, pages), one user with their posts, and the forms that
-// create, edit and delete. Every call goes through the generated client in api.ts.
+// create, edit and delete. Every call goes through the generated client in api.ts. The page follows
+// the changes that anyone makes (WatchUsers) and shows them without a reload.
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { apiKey, describeError, setAPIKey, users } from "./api";
-import type { User } from "./gen/users/v1/users_pb";
+import { apiKey, describeError, followUsers, setAPIKey, users, type WatchState } from "./api";
+import { UserEvent_Kind, type User, type UserEvent } from "./gen/users/v1/users_pb";
 
 type SortField = "id" | "name" | "role" | "createdAt";
 
@@ -12,6 +13,16 @@ const query = { role: "", sort: "id" as SortField, descending: false, page: 1, l
 let listLoads = 0;
 /** The user open in the detail panel, with the etag it was read at. */
 let current: User | undefined;
+/** The users in the list, by id, as it was last drawn: a change it already shows needs no reload. */
+let shown = new Map<number, User>();
+/**
+ * The changes this page made in the last few seconds (see changeKey): it reloaded the list after
+ * each, so their echo from the watch needs no second reload.
+ */
+const ownChanges = new Set<string>();
+/** Whether a reload for changes is under way, and whether more changes came in the meantime. */
+let reloading = false;
+let reloadAgain = false;
 
 function element<T extends HTMLElement>(id: string): T {
   const found = document.getElementById(id);
@@ -43,6 +54,7 @@ const ui = {
   keyInput: element<HTMLInputElement>("key-input"),
   keyState: element<HTMLSpanElement>("key-state"),
   forgetKey: element<HTMLButtonElement>("forget-key"),
+  live: element<HTMLSpanElement>("live"),
 };
 
 // ---- messages
@@ -137,6 +149,7 @@ async function loadList(): Promise<void> {
 }
 
 function renderRows(list: User[]): void {
+  shown = new Map(list.map((user) => [user.id, user]));
   const rows = list.map((user) => {
     const row = document.createElement("tr");
     row.dataset.userId = String(user.id);
@@ -183,9 +196,13 @@ async function openUser(id: number): Promise<void> {
 
 function renderUser(user: User): void {
   ui.detailTitle.textContent = user.name;
-  ui.detailMeta.textContent = `User ${user.id} · created ${formatTime(user.createdAt)} · updated ${formatTime(user.updatedAt)}`;
+  renderMeta(user);
   field(ui.editForm, "name").value = user.name;
   field(ui.editForm, "role").value = user.role;
+}
+
+function renderMeta(user: User, note = ""): void {
+  ui.detailMeta.textContent = `User ${user.id} · created ${formatTime(user.createdAt)} · updated ${formatTime(user.updatedAt)}${note}`;
 }
 
 async function loadPosts(userId: number): Promise<void> {
@@ -224,6 +241,62 @@ function field(form: HTMLFormElement, name: string): HTMLInputElement | HTMLText
     throw new Error(`form #${form.id} has no field ${name}`);
   }
   return control;
+}
+
+// ---- changes made elsewhere
+
+/** Names a change: the user's id and etag (new on every write), or the user's delete. */
+function changeKey(user: { id: number; etag?: string }): string {
+  return `${user.id} ${user.etag || "deleted"}`;
+}
+
+/** Notes a change this page made; kept a while only, as its echo may have come first, or never. */
+function madeHere(user: { id: number; etag?: string }): void {
+  const key = changeKey(user);
+  ownChanges.add(key);
+  setTimeout(() => ownChanges.delete(key), 10_000);
+}
+
+/**
+ * Shows a change made elsewhere. The list is reloaded rather than patched: a change moves users
+ * between pages, filters and sort positions, and changes the count; the server knows where they go.
+ */
+function applyChange(event: UserEvent): void {
+  const user = event.user;
+  if (!user || ownChanges.delete(changeKey(user))) return;
+  if (event.kind === UserEvent_Kind.DELETED) {
+    if (current?.id === user.id) {
+      say(`${current.name} was deleted elsewhere.`);
+      closeUser();
+    }
+  } else {
+    if (shown.get(user.id)?.etag === user.etag) return; // the list already shows this version
+    if (current?.id === user.id && current.etag !== user.etag) {
+      // The form is left as it is, not redrawn under the person's typing: a save, conditional on
+      // the etag, is refused and then shows the new version.
+      renderMeta(current, " · changed elsewhere since you opened it");
+    }
+  }
+  void reloadForChanges();
+}
+
+/** Reloads the list at once; changes that arrive meanwhile (a burst) share one more reload after it. */
+async function reloadForChanges(): Promise<void> {
+  if (reloading) {
+    reloadAgain = true;
+    return;
+  }
+  reloading = true;
+  do {
+    reloadAgain = false;
+    await loadList(); // reports its own errors
+  } while (reloadAgain);
+  reloading = false;
+}
+
+function showLive(state: WatchState): void {
+  ui.live.dataset.state = state;
+  ui.live.textContent = { connecting: "Connecting…", live: "Live", retrying: "Reconnecting…" }[state];
 }
 
 // ---- wiring
@@ -265,6 +338,7 @@ ui.createForm.addEventListener("submit", (event) => {
   void write(async () => {
     // One key per submission: a retry after a dropped connection cannot create the user twice.
     const res = await users.createUser({ user: { name, role }, requestId: crypto.randomUUID() });
+    if (res.user) madeHere(res.user);
     ui.createForm.reset();
     say(`Created ${res.user?.name} (user ${res.user?.id}).`);
     await loadList();
@@ -283,7 +357,10 @@ ui.editForm.addEventListener("submit", (event) => {
       // The etag makes the save conditional: it fails if someone else saved in between.
       const res = await users.replaceUser({ id: user.id, user: { name, role }, etag: user.etag });
       current = res.user;
-      if (current) renderUser(current);
+      if (current) {
+        madeHere(current);
+        renderUser(current);
+      }
       say(`Saved ${current?.name}.`);
       await loadList();
     } catch (err) {
@@ -298,6 +375,7 @@ ui.deleteButton.addEventListener("click", () => {
   if (!user || !window.confirm(`Delete ${user.name} and all of their posts?`)) return;
   void write(async () => {
     await users.deleteUser({ id: user.id, etag: user.etag });
+    madeHere({ id: user.id });
     closeUser();
     say(`Deleted ${user.name}.`);
     await loadList();
@@ -328,3 +406,5 @@ ui.forgetKey.addEventListener("click", () => {
 
 showKeyState();
 void loadList();
+// A watch from now reloads the list once it has started: what changed before is in that load.
+void followUsers({ change: applyChange, fresh: () => void loadList(), state: showLive });
