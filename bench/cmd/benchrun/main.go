@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"usersd/bench/internal/fixture"
+	"usersd/bench/internal/procstat"
 	"usersd/bench/internal/seeded"
 )
 
@@ -167,7 +168,7 @@ func main() {
 
 func (r *runner) main(out, command, commit string) error {
 	var err error
-	if r.ticks, err = clockTicks(); err != nil {
+	if r.ticks, err = procstat.ClockTicks(); err != nil {
 		return err
 	}
 	if r.work, err = os.MkdirTemp("", "usersd-bench-"); err != nil {
@@ -297,7 +298,7 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 		}
 	}()
 	fail := func(err error) record {
-		rec.err = fmt.Errorf("%w\nserver log ends: %s", err, tail(srv.log))
+		rec.err = fmt.Errorf("%w\nserver log ends: %s", err, procstat.Tail(srv.log))
 		return rec
 	}
 
@@ -414,22 +415,21 @@ func (r *runner) measure(sc scenario, srv *server, dbName, dir string) (m measur
 	if dbName != "" {
 		db0, errDB0 = postgresTicks(dbName)
 	}
-	ticks0, err1 := cpuTicks(srv.pid())
-	server0, err2 := cpuBusy(0)
-	client0, err3 := cpuBusy(1)
-	res, err4 := sc.load.run(r, srv.addr, r.duration, dir)
-	ticks1, err5 := cpuTicks(srv.pid())
-	server1, err6 := cpuBusy(0)
-	client1, err7 := cpuBusy(1)
+	ticks0, err1 := procstat.CPUTicks(srv.pid())
+	busy0, err2 := procstat.CPUBusy()
+	res, err3 := sc.load.run(r, srv.addr, r.duration, dir)
+	ticks1, err4 := procstat.CPUTicks(srv.pid())
+	busy1, err5 := procstat.CPUBusy()
 	if dbName != "" {
 		db1, errDB1 = postgresTicks(dbName)
 	}
-	rss, err8 := peakRSS(srv.pid())
-	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8, errDB0, errDB1); err != nil {
+	memory, err6 := procstat.ReadMemory(srv.pid())
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, errDB0, errDB1); err != nil {
 		return m, err
 	}
-	m.res, m.rssKiB = res, rss
-	dbTicks := ticksSince(db0, db1)
+	server0, client0, server1, client1 := busy0["cpu0"], busy0["cpu1"], busy1["cpu0"], busy1["cpu1"]
+	m.res, m.rssKiB = res, memory.HWM
+	dbTicks := procstat.TicksSince(db0, db1)
 	if res.requests > 0 {
 		perReq := 1e6 / float64(r.ticks) / float64(res.requests)
 		m.cpuPerReq = float64(ticks1-ticks0) * perReq
@@ -458,16 +458,13 @@ func (r *runner) waitQuiet() (time.Duration, bool) {
 	start := time.Now()
 	for {
 		quiet := true
-		var before [2]int64
-		for cpu := range before {
-			before[cpu], _ = cpuBusy(cpu)
-		}
+		before, err1 := procstat.CPUBusy()
 		const sample = 500 * time.Millisecond
 		time.Sleep(sample)
-		for cpu := range before {
-			after, err := cpuBusy(cpu)
-			busy := float64(after-before[cpu]) / (sample.Seconds() * float64(r.ticks)) * 100
-			if err != nil || busy > r.quietBusy {
+		after, err2 := procstat.CPUBusy()
+		for _, cpu := range []string{"cpu0", "cpu1"} {
+			busy := float64(after[cpu]-before[cpu]) / (sample.Seconds() * float64(r.ticks)) * 100
+			if err1 != nil || err2 != nil || busy > r.quietBusy {
 				quiet = false
 			}
 		}

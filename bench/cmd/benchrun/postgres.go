@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"usersd/bench/internal/procstat"
 	"usersd/bench/internal/seeded"
 )
 
@@ -122,21 +123,11 @@ func postgresTicks(db string) (map[int]int64, error) {
 		if !ours {
 			continue
 		}
-		if t, err := cpuTicks(pid); err == nil {
+		if t, err := procstat.CPUTicks(pid); err == nil {
 			ticks[pid] = t
 		}
 	}
 	return ticks, nil
-}
-
-// ticksSince is the CPU the processes in after spent since before; a process that started in
-// between counts from zero.
-func ticksSince(before, after map[int]int64) int64 {
-	var sum int64
-	for pid, t := range after {
-		sum += t - before[pid]
-	}
-	return sum
 }
 
 // postgresSize is pg_database_size of database name.

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"usersd/bench/internal/procstat"
 )
 
 // server is one server process that the harness started, pinned to CPU 0.
@@ -53,7 +52,7 @@ func startServer(bin string, args, env []string, logPath string) (*server, error
 	for time.Now().Before(deadline) {
 		select {
 		case <-s.done:
-			return nil, fmt.Errorf("%s exited before listening: %s", bin, tail(logPath))
+			return nil, fmt.Errorf("%s exited before listening: %s", bin, procstat.Tail(logPath))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if s.addr = listenAddr(head(logPath)); s.addr != "" {
@@ -61,7 +60,7 @@ func startServer(bin string, args, env []string, logPath string) (*server, error
 		}
 	}
 	s.stop(syscall.SIGKILL)
-	return nil, fmt.Errorf("%s did not say where it listens within 30s: %s", bin, tail(logPath))
+	return nil, fmt.Errorf("%s did not say where it listens within 30s: %s", bin, procstat.Tail(logPath))
 }
 
 func (s *server) pid() int { return s.cmd.Process.Pid }
@@ -88,89 +87,4 @@ func head(path string) string {
 	buf := make([]byte, 4096)
 	n, _ := f.Read(buf)
 	return string(buf[:n])
-}
-
-// tail is the end of a log, for error messages.
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
-}
-
-// cpuTicks is the CPU time (user + system, in clock ticks) that process pid has used, all its
-// threads together: fields 14 and 15 of /proc/PID/stat.
-func cpuTicks(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces: count from after it.
-	_, rest, ok := strings.Cut(string(b), ") ")
-	fields := strings.Fields(rest)
-	if !ok || len(fields) < 13 {
-		return 0, fmt.Errorf("cannot read /proc/%d/stat", pid)
-	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return utime + stime, nil
-}
-
-// peakRSS is the process's peak resident set size so far, in KiB (VmHWM of /proc/PID/status).
-func peakRSS(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	lines := bufio.NewScanner(f)
-	for lines.Scan() {
-		if rest, ok := strings.CutPrefix(lines.Text(), "VmHWM:"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		}
-	}
-	return 0, errors.New("no VmHWM in /proc/PID/status")
-}
-
-// cpuBusy is how many clock ticks CPU n has spent on anything but idle and I/O wait since boot
-// (/proc/stat), so that time taken on the server's CPU by other processes shows as noise.
-func cpuBusy(n int) (int64, error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, err
-	}
-	prefix := "cpu" + strconv.Itoa(n) + " "
-	for line := range strings.Lines(string(b)) {
-		rest, ok := strings.CutPrefix(line, prefix)
-		if !ok {
-			continue
-		}
-		var busy int64
-		for i, f := range strings.Fields(rest) {
-			v, err := strconv.ParseInt(f, 10, 64)
-			if err != nil {
-				return 0, err
-			}
-			// user nice system idle iowait irq softirq steal guest guest_nice; guest time is
-			// already counted in user.
-			if i != 3 && i != 4 && i < 8 {
-				busy += v
-			}
-		}
-		return busy, nil
-	}
-	return 0, fmt.Errorf("no %q line in /proc/stat", strings.TrimSpace(prefix))
-}
-
-// clockTicks is USER_HZ, the unit of /proc's CPU times (getconf CLK_TCK).
-func clockTicks() (int64, error) {
-	out, err := exec.Command("getconf", "CLK_TCK").Output()
-	if err != nil {
-		return 0, fmt.Errorf("getconf CLK_TCK: %w", err)
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
 }
