@@ -3,6 +3,7 @@ module usersd/bench
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/jackc/pgx/v5 v5.12.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
