@@ -160,10 +160,15 @@ func (ew *errorWriter) write(w http.ResponseWriter, r *http.Request, err error) 
 
 // writeErrorJSON writes the REST error body {"error": message}.
 func writeErrorJSON(w http.ResponseWriter, status int, message string) {
+	writeJSONBytes(w, status, errorBody(message))
+}
+
+// errorBody is the REST error body {"error": message}, also the data of an SSE "error" event.
+func errorBody(message string) []byte {
 	body, _ := json.Marshal(struct {
 		Error string `json:"error"`
 	}{message}) // a struct of one string always encodes
-	writeJSONBytes(w, status, body)
+	return body
 }
 
 // sanitizeErrors is the RPC side of the final error handler: it passes every error an RPC returns,

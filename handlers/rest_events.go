@@ -6,7 +6,6 @@ package handlers
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -36,7 +35,7 @@ func watchUsersREST(users *Users, errs *errorWriter) http.Handler {
 			setEventStreamHeaders(w) // what a GET would answer, without a stream that never ends
 			return
 		}
-		stream := &eventStream{w: w}
+		stream := &eventStream{w: w, flusher: http.NewResponseController(w)}
 		var conn http.ResponseWriter
 		if info := infoOf(r.Context()); info != nil {
 			conn = info.writer
@@ -84,6 +83,7 @@ func setEventStreamHeaders(w http.ResponseWriter) {
 // eventStream writes Server-Sent Events, each flushed as it is written.
 type eventStream struct {
 	w       http.ResponseWriter
+	flusher *http.ResponseController
 	started bool
 	buf     bytes.Buffer
 }
@@ -106,12 +106,9 @@ func (s *eventStream) send(m *usersv1.UserEvent) error {
 
 // sendError ends the stream with an "error" event whose data is the REST error body.
 func (s *eventStream) sendError(err *connect.Error) {
-	body, _ := json.Marshal(struct {
-		Error string `json:"error"`
-	}{err.Message()}) // a struct of one string always encodes
 	s.buf.Reset()
 	s.buf.WriteString("event: error\ndata: ")
-	s.buf.Write(body)
+	s.buf.Write(errorBody(err.Message()))
 	s.buf.WriteString("\n\n")
 	s.write() // the stream ends either way
 }
@@ -125,7 +122,7 @@ func (s *eventStream) write() error {
 	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
 		return err
 	}
-	if err := http.NewResponseController(s.w).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	if err := s.flusher.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
 	return nil

@@ -57,18 +57,20 @@ type feed struct {
 	synced   bool
 	// stopped, once set, refuses new watches and has ended every watcher.
 	stopped error
-	// running says whether the goroutine that follows the log has started; stop ends it.
+	// running says whether the goroutine that follows the log has started; cancelling ctx ends it.
 	running bool
 	wake    chan struct{}
-	stop    chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
 func newFeed(st store.Store, logger *slog.Logger, m *metrics, maxWatchers int) *feed {
+	ctx, cancel := context.WithCancel(context.Background())
 	return &feed{
 		store: st, logger: logger, metrics: m, maxWatchers: maxWatchers,
 		listeners: map[*watcher]struct{}{},
-		wake:      make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		wake:      make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{}),
 	}
 }
 
@@ -108,6 +110,8 @@ var (
 		errors.New("this watch fell too far behind the changes; read faster, then resume after the last sequence you read"))
 	errServerStopping = connect.NewError(connect.CodeUnavailable,
 		errors.New("the server is stopping; resume after the last sequence you read"))
+	errFeedLost = connect.NewError(connect.CodeUnavailable,
+		errors.New("this server lost its place in the changes; resume after the last sequence you read"))
 )
 
 // join counts a new watch, or refuses it when the server is at its limit or stopping.
@@ -202,7 +206,7 @@ func (f *feed) close(err error) {
 			f.metrics.watchCut("stopping")
 			f.end(w, err)
 		}
-		close(f.stop)
+		f.cancel()
 	}
 	running := f.running
 	f.mu.Unlock()
@@ -217,22 +221,16 @@ func (f *feed) follow() {
 	defer close(f.done)
 	stopNotices := f.store.NotifyUserEvents(f.wake)
 	defer stopNotices()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-f.stop
-		cancel()
-	}()
 	poll := time.NewTicker(feedPollEvery)
 	defer poll.Stop()
 	for {
 		select {
-		case <-f.stop:
+		case <-f.ctx.Done():
 			return
 		case <-f.wake:
 		case <-poll.C:
 		}
-		f.readNew(ctx)
+		f.readNew(f.ctx)
 	}
 }
 
@@ -287,6 +285,6 @@ func (f *feed) lostTrack(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for w := range f.listeners {
-		f.end(w, errServerStopping)
+		f.end(w, errFeedLost)
 	}
 }

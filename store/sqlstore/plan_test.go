@@ -83,20 +83,41 @@ func TestSQLiteListQueriesSeekAnIndex(t *testing.T) {
 	}
 	for _, q := range planQueries() {
 		for _, st := range planStatements(t, s, q) {
-			rows, err := s.reader.Query(`EXPLAIN QUERY PLAN `+st.query, st.args...)
-			details, err := rowsOf(rows, err, func(row scanner) (string, error) {
-				var id, parent, unused int
-				var detail string
-				return detail, row.Scan(&id, &parent, &unused, &detail)
-			})
-			if err != nil {
-				t.Fatalf("%s: explain %s: %v", describeQuery(q), st.query, err)
-			}
+			details := sqlitePlan(t, s, st)
 			if why := sqlitePlanProblem(q, details); why != "" {
 				t.Errorf("%s\n%s\nplan %q: %s", describeQuery(q), st.query, details, why)
 			}
 		}
 	}
+}
+
+// sqlitePlan is the detail column of SQLite's EXPLAIN QUERY PLAN for st.
+func sqlitePlan(t *testing.T, s *Store, st statement) []string {
+	t.Helper()
+	rows, err := s.reader.Query(`EXPLAIN QUERY PLAN `+st.query, st.args...)
+	details, err := rowsOf(rows, err, func(row scanner) (string, error) {
+		var id, parent, unused int
+		var detail string
+		return detail, row.Scan(&id, &parent, &unused, &detail)
+	})
+	if err != nil {
+		t.Fatalf("explain %s: %v", st.query, err)
+	}
+	return details
+}
+
+// postgresPlan is the root of PostgreSQL's EXPLAIN (FORMAT JSON) for st, and the JSON itself.
+func postgresPlan(t *testing.T, s *Store, st statement) (pgPlanNode, []byte) {
+	t.Helper()
+	var plan []struct{ Plan pgPlanNode }
+	var raw []byte
+	if err := s.reader.QueryRow(`EXPLAIN (FORMAT JSON) `+st.query, st.args...).Scan(&raw); err != nil {
+		t.Fatalf("explain %s: %v", st.query, err)
+	}
+	if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
+		t.Fatalf("EXPLAIN answered %s: %v", raw, err)
+	}
+	return plan[0].Plan, raw
 }
 
 // sqlitePlanProblem says what is wrong with a plan of SQLite's EXPLAIN QUERY PLAN for q, or "".
@@ -135,15 +156,8 @@ func TestPostgresListQueriesSeekAnIndex(t *testing.T) {
 	}
 	for _, q := range planQueries() {
 		for _, st := range planStatements(t, s, q) {
-			var plan []struct{ Plan pgPlanNode }
-			var raw []byte
-			if err := s.reader.QueryRow(`EXPLAIN (FORMAT JSON) `+st.query, st.args...).Scan(&raw); err != nil {
-				t.Fatalf("%s: explain %s: %v", describeQuery(q), st.query, err)
-			}
-			if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
-				t.Fatalf("EXPLAIN answered %s: %v", raw, err)
-			}
-			if why := postgresPlanProblem(q, plan[0].Plan, false); why != "" {
+			plan, raw := postgresPlan(t, s, st)
+			if why := postgresPlanProblem(q, plan, false); why != "" {
 				t.Errorf("%s\n%s\nplan %s: %s", describeQuery(q), st.query, raw, why)
 			}
 		}
@@ -241,15 +255,7 @@ func TestSQLiteChangeLogQueriesSeekThePrimaryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, st := range eventStatements {
-		rows, err := s.reader.Query(`EXPLAIN QUERY PLAN `+st.query, st.args...)
-		details, err := rowsOf(rows, err, func(row scanner) (string, error) {
-			var id, parent, unused int
-			var detail string
-			return detail, row.Scan(&id, &parent, &unused, &detail)
-		})
-		if err != nil {
-			t.Fatalf("explain %s: %v", st.query, err)
-		}
+		details := sqlitePlan(t, s, st)
 		for _, d := range details {
 			// "SCAN user_events" alone is a walk in sequence (rowid) order that the LIMIT stops.
 			if strings.HasPrefix(d, "SCAN user_events USING") || strings.Contains(d, "TEMP B-TREE") && !strings.Contains(d, "user_events_swept") {
@@ -276,15 +282,8 @@ func TestPostgresChangeLogQueriesSeekThePrimaryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, st := range eventStatements {
-		var plan []struct{ Plan pgPlanNode }
-		var raw []byte
-		if err := s.reader.QueryRow(`EXPLAIN (FORMAT JSON) `+st.query, st.args...).Scan(&raw); err != nil {
-			t.Fatalf("explain %s: %v", st.query, err)
-		}
-		if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
-			t.Fatalf("EXPLAIN answered %s: %v", raw, err)
-		}
-		if why := changeLogPlanProblem(plan[0].Plan); why != "" {
+		plan, raw := postgresPlan(t, s, st)
+		if why := changeLogPlanProblem(plan); why != "" {
 			t.Errorf("%s\nplan %s: %s", st.query, raw, why)
 		}
 	}
