@@ -381,10 +381,7 @@ func TestAWatcherThatDoesNotReadIsEndedNotBuffered(t *testing.T) {
 					return strings.Count(string(body), "event: created"), nil
 				}
 			case "gRPC":
-				transport := &http.Transport{Protocols: new(http.Protocols), HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10}}
-				transport.Protocols.SetUnencryptedHTTP2(true)
-				defer transport.CloseIdleConnections()
-				client := usersv1connect.NewUsersClient(&http.Client{Transport: transport}, s.baseURL, connect.WithGRPC())
+				client := smallWindowClient(t, s)
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				stream, err := client.WatchUsers(ctx, &usersv1.WatchUsersRequest{})
@@ -417,6 +414,42 @@ func TestAWatcherThatDoesNotReadIsEndedNotBuffered(t *testing.T) {
 			}
 			waitForMetric(t, admin, "usersd_watchers", nil, 0)
 		})
+	}
+}
+
+// smallWindowClient is a gRPC client over HTTP/2 whose connection takes at most 64 KiB that it has
+// not read: a client that stops reading soon holds the server's writes up.
+func smallWindowClient(t *testing.T, s *testServer) usersv1connect.UsersClient {
+	transport := &http.Transport{Protocols: new(http.Protocols), HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10}}
+	transport.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(transport.CloseIdleConnections)
+	return usersv1connect.NewUsersClient(&http.Client{Transport: transport}, s.baseURL, connect.WithGRPC())
+}
+
+// TestAWatcherThatStopsReadingIsCutByItsWriteDeadline: a client that stops reading before it is
+// too far behind holds a write of its stream up; the write deadline, pushed forward with each
+// message to the heartbeat interval plus 11 s, ends the stream, so that the server does not keep it
+// for ever.
+func TestAWatcherThatStopsReadingIsCutByItsWriteDeadline(t *testing.T) {
+	s := startServerOn(t, t.TempDir()+"/users.db", map[string]string{"USERS_ADMIN_ADDR": "127.0.0.1:0", "USERS_WATCH_HEARTBEAT": "1s"})
+	admin := adminServer(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := smallWindowClient(t, s).WatchUsers(ctx, &usersv1.WatchUsersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	waitForMetric(t, admin, "usersd_watchers", nil, 1)
+	// More than the window and the connection's buffers hold, less than the backlog of a watcher.
+	insertUsers(t, s.dbPath, 5_000)
+	start := time.Now()
+	waitForMetric(t, admin, "usersd_watchers", nil, 0)
+	if took := time.Since(start); took < 5*time.Second {
+		t.Errorf("the stream ended %s after the changes: before its write deadline, so not by it", took)
+	}
+	if cut := metricValue(t, admin, "usersd_watches_refused_total", map[string]string{"reason": "too_slow"}); cut != 0 {
+		t.Errorf("the watch was ended as too slow (%v), not by its write deadline", cut)
 	}
 }
 
