@@ -130,10 +130,17 @@ func (s *Store) NotifyUserEvents(wake chan<- struct{}) (stop func()) {
 	return s.notices.subscribe(wake)
 }
 
-// notices passes word of new changes to whoever waits for it.
+// notices passes word of new changes to whoever waits for it. Where other processes write too
+// (PostgreSQL), listen brings word of their changes: it runs while anyone waits, until its context
+// ends, and so holds a connection only in a process that has a reader of the log.
 type notices struct {
-	mu    sync.Mutex
-	wakes map[*chan<- struct{}]struct{}
+	listen func(ctx context.Context, notify func())
+
+	mu            sync.Mutex
+	wakes         map[*chan<- struct{}]struct{}
+	stopListening context.CancelFunc
+	closed        bool
+	listening     sync.WaitGroup
 }
 
 func (n *notices) subscribe(wake chan<- struct{}) (stop func()) {
@@ -144,11 +151,36 @@ func (n *notices) subscribe(wake chan<- struct{}) (stop func()) {
 	}
 	key := &wake
 	n.wakes[key] = struct{}{}
+	if n.listen != nil && n.stopListening == nil && !n.closed {
+		ctx, cancel := context.WithCancel(context.Background())
+		n.stopListening = cancel
+		n.listening.Go(func() { n.listen(ctx, n.send) })
+	}
 	return func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		delete(n.wakes, key)
+		if len(n.wakes) == 0 {
+			n.quiet()
+		}
 	}
+}
+
+// quiet stops listening, if it listens; the caller holds mu.
+func (n *notices) quiet() {
+	if n.stopListening != nil {
+		n.stopListening()
+		n.stopListening = nil
+	}
+}
+
+// close stops listening for good and waits until the listener has let its connection go.
+func (n *notices) close() {
+	n.mu.Lock()
+	n.closed = true
+	n.quiet()
+	n.mu.Unlock()
+	n.listening.Wait()
 }
 
 // send wakes every subscriber that is not awake already; it never blocks.

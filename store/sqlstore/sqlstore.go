@@ -56,6 +56,12 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 		s.dialect, s.reader, s.writer = &postgresDialect, db, db
+		config, err := listenConfig(dsn)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("PostgreSQL URL: %w", err)
+		}
+		s.notices.listen = func(ctx context.Context, notify func()) { listenForChanges(ctx, config, notify) }
 	} else {
 		reader, writer, err := openSQLite(dsn)
 		if err != nil {
@@ -182,6 +188,7 @@ func (s *Store) classifyError(ctx context.Context, err *error) {
 // finish.
 func (s *Store) Close() error {
 	s.file.close()
+	s.notices.close()
 	if s.stopFolding != nil {
 		s.stopFolding()
 		<-s.folded
