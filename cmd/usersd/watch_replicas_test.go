@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,13 +21,16 @@ import (
 // TestPostgresWatchersOnEveryReplicaSeeEveryWrite runs three replicas on one PostgreSQL schema,
 // each written to at once and each watched on every protocol: every watcher sees every change
 // exactly once, all in the one order of the log, each within a second of the acknowledgement of
-// its write, whichever replica took the write.
+// its write, whichever replica took the write. Then a replica stops, and its watchers resume on
+// another replica, or on one started since, with nothing lost and nothing twice.
 func TestPostgresWatchersOnEveryReplicaSeeEveryWrite(t *testing.T) {
 	dsn := storetest.PostgresSchema(t)
 	var replicas []*testServer
+	var first *exec.Cmd
 	for range 3 {
-		_, s, _ := startProcess(t, dsn)
+		cmd, s, _ := startProcess(t, dsn)
 		replicas = append(replicas, s)
+		first = cmp.Or(first, cmd)
 	}
 	const usersPerReplica = 10 // each created, renamed and deleted
 	const changes = 3 * 3 * usersPerReplica
@@ -93,6 +99,25 @@ func TestPostgresWatchersOnEveryReplicaSeeEveryWrite(t *testing.T) {
 		changes, len(watchers), latencies[len(latencies)/2], latencies[len(latencies)*99/100], worst)
 	if worst > time.Second {
 		t.Fatalf("a change reached a watcher %v after its write was acknowledged, want within 1s", worst)
+	}
+
+	// The sequence means the same on every replica, so a watcher of a replica that stops resumes
+	// from its last one anywhere.
+	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Wait(); err != nil {
+		t.Fatalf("replica 0 stopping: %v", err)
+	}
+	missed := []int32{userID(t, replicas[1].createUser(t, "while replica 0 was down", "")), userID(t, replicas[2].createUser(t, "also", ""))}
+	_, started, _ := startProcess(t, dsn)
+	for _, s := range []*testServer{replicas[2], started} {
+		for _, p := range watchProtocols() {
+			resumed := startWatch(t, s, p, order[len(order)-1], "")
+			resumed.wantChanges(t, change{usersv1.UserEvent_KIND_CREATED, missed[0], "while replica 0 was down"},
+				change{usersv1.UserEvent_KIND_CREATED, missed[1], "also"})
+			resumed.quiet(t, 100*time.Millisecond)
+		}
 	}
 }
 
