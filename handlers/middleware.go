@@ -27,7 +27,8 @@ import (
 // The id is the request's X-Request-Id only if trustHeader says a proxy sets it (a sane one);
 // otherwise it is new, and a sane X-Request-Id is kept to be logged beside it. A request for one of
 // the streams (paths of streams that last as long as their client watches) has no deadline: it
-// sets its own deadlines on its connection as it goes (see watchStream).
+// sets its own deadlines on its connection as it goes (see watchStream); and it gets a flushGate,
+// to send a batch of messages with one flush.
 func withRequestContext(timeout time.Duration, trustHeader bool, streams []string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := &requestInfo{writer: w}
@@ -43,7 +44,10 @@ func withRequestContext(timeout time.Duration, trustHeader bool, streams []strin
 		}
 		w.Header().Set("X-Request-Id", info.id)
 		ctx := context.WithValue(r.Context(), requestInfoKey{}, info)
-		if timeout > 0 && !slices.Contains(streams, r.URL.Path) {
+		if slices.Contains(streams, r.URL.Path) {
+			info.flushes = &flushGate{ResponseWriter: w}
+			w = info.flushes
+		} else if timeout > 0 {
 			timed := newLazyDeadline(ctx, time.Now().Add(timeout))
 			defer timed.stop()
 			ctx = timed

@@ -25,6 +25,8 @@ type requestInfo struct {
 	// writer is the connection's own writer of the answer, below every wrapper: what a stream sets
 	// its deadlines on (an RPC's method is handed no writer).
 	writer http.ResponseWriter
+	// flushes gates the flushes of a stream's answer; nil for a request that is not a stream.
+	flushes *flushGate
 }
 
 // infoOf returns the request's info, or nil outside a request.

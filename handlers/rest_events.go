@@ -36,11 +36,7 @@ func watchUsersREST(users *Users, errs *errorWriter) http.Handler {
 			return
 		}
 		stream := &eventStream{w: w, flusher: http.NewResponseController(w)}
-		var conn http.ResponseWriter
-		if info := infoOf(r.Context()); info != nil {
-			conn = info.writer
-		}
-		err = users.watch(r.Context(), req, conn, stream.send)
+		err = users.watch(r.Context(), req, stream.send)
 		switch {
 		case !stream.started:
 			errs.write(w, r, err)
@@ -80,7 +76,8 @@ func setEventStreamHeaders(w http.ResponseWriter) {
 	h.Set("X-Accel-Buffering", "no") // nginx and kin: pass each event on at once
 }
 
-// eventStream writes Server-Sent Events, each flushed as it is written.
+// eventStream writes Server-Sent Events, each flushed as it is written (unless the watch holds
+// the flushes of a batch: see flushGate).
 type eventStream struct {
 	w       http.ResponseWriter
 	flusher *http.ResponseController

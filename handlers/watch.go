@@ -32,11 +32,7 @@ const (
 
 // WatchUsers streams the changes of users (see the proto).
 func (u *Users) WatchUsers(ctx context.Context, req *usersv1.WatchUsersRequest, stream *connect.ServerStream[usersv1.UserEvent]) error {
-	var conn http.ResponseWriter
-	if info := infoOf(ctx); info != nil {
-		conn = info.writer
-	}
-	return u.watch(ctx, req, conn, stream.Send)
+	return u.watch(ctx, req, stream.Send)
 }
 
 // watchStream is one watch: where it is in the log, and how it sends.
@@ -50,12 +46,14 @@ type watchStream struct {
 	conn      *http.ResponseController
 	refreshed time.Time
 	heartbeat *time.Timer
+	// flushes lets a batch of changes go out with one flush (nil outside a server's request).
+	flushes *flushGate
 }
 
 // watch runs a watch until its client leaves, it falls too far behind, or the server stops. An
 // error before the first message is sent (a bad request, a resume point not kept, the watcher
 // limit) is the stream's only answer, so REST can still give it a status of its own.
-func (u *Users) watch(ctx context.Context, req *usersv1.WatchUsersRequest, conn http.ResponseWriter, send func(*usersv1.UserEvent) error) error {
+func (u *Users) watch(ctx context.Context, req *usersv1.WatchUsersRequest, send func(*usersv1.UserEvent) error) error {
 	if err := checkLine("role", req.GetRole(), maxRoleLength); err != nil {
 		return err
 	}
@@ -80,8 +78,8 @@ func (u *Users) watch(ctx context.Context, req *usersv1.WatchUsersRequest, conn 
 	if after < 0 {
 		ws.last = first.Latest
 	}
-	if conn != nil {
-		ws.conn = http.NewResponseController(conn)
+	if info := infoOf(ctx); info != nil {
+		ws.conn, ws.flushes = http.NewResponseController(info.writer), info.flushes
 		// The server's read timeout would end the connection's background read, and with it the
 		// watch, however alive its client is; the client sends nothing more after its request.
 		ws.conn.SetReadDeadline(time.Time{})
@@ -119,12 +117,8 @@ func (u *Users) watch(ctx context.Context, req *usersv1.WatchUsersRequest, conn 
 		case <-ctx.Done():
 			return fromStore(ctx.Err())
 		case <-w.ready:
-			for _, batch := range w.take() {
-				err := ws.handle(batch)
-				w.release(len(batch))
-				if err != nil {
-					return err
-				}
+			if err := ws.handleQueued(w); err != nil {
+				return err
 			}
 		case <-ws.heartbeat.C:
 			if err := ws.sendHeartbeat(); err != nil {
@@ -156,13 +150,15 @@ func (ws *watchStream) catchUp(ctx context.Context, page store.UserEvents) error
 		for i, e := range page.Events {
 			batch[i] = newChange(e)
 		}
-		if err := ws.handle(batch); err != nil {
+		ws.flushes.hold()
+		err := ws.handle(batch)
+		ws.flush(&err)
+		if err != nil {
 			return err
 		}
 		if len(page.Events) < feedBatch {
 			return nil
 		}
-		var err error
 		if page, err = ws.read(ctx); err != nil {
 			return err
 		}
@@ -176,6 +172,28 @@ func (ws *watchStream) read(ctx context.Context) (store.UserEvents, error) {
 		return store.UserEvents{}, resumeError(ws.last, err)
 	}
 	return page, nil
+}
+
+// handleQueued sends every batch that the feed has queued for w, with one flush for them all.
+func (ws *watchStream) handleQueued(w *watcher) (err error) {
+	ws.flushes.hold()
+	defer ws.flush(&err)
+	for _, batch := range w.take() {
+		err := ws.handle(batch)
+		w.release(len(batch))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flush sends what the held gate has put off. Its failure, like a write's, means that the client
+// is gone; an earlier error in *err wins.
+func (ws *watchStream) flush(err *error) {
+	if failed := ws.flushes.release(); failed != nil && *err == nil {
+		*err = ws.clientGone(failed)
+	}
 }
 
 // handle sends the changes of batch that the watch has not handled yet and that pass its filter.
@@ -210,12 +228,16 @@ func (ws *watchStream) write(m *usersv1.UserEvent) error {
 		ws.refreshed = now
 	}
 	if err := ws.send(m); err != nil {
-		// The client left, or stopped reading until the deadline cut the stream: nobody is there to
-		// read an error, and it is no fault of the service.
-		return connect.NewError(connect.CodeCanceled, fmt.Errorf("the client stopped taking the stream at sequence %d: %w", m.GetSequence(), err))
+		return ws.clientGone(err)
 	}
 	ws.heartbeat.Reset(ws.users.heartbeat)
 	return nil
+}
+
+// clientGone is the error of a failed write: the client left, or stopped reading until the
+// deadline cut the stream. Nobody is there to read it, and it is no fault of the service.
+func (ws *watchStream) clientGone(err error) error {
+	return connect.NewError(connect.CodeCanceled, fmt.Errorf("the client stopped taking the stream at sequence %d: %w", ws.last, err))
 }
 
 // eventToProto is the message of a change: the user as the change left it, the id alone for a
