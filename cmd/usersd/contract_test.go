@@ -134,6 +134,15 @@ func (c *contractChecker) checkEventStream(what string, route *routers.Route, st
 // checkedTransport sends requests with next and checks each answer against the contract.
 type checkedTransport struct{ next http.RoundTripper }
 
+// CloseIdleConnections passes http.Client.CloseIdleConnections on, which does nothing for a
+// transport without it: a test server's stop closes the clients' idle connections first, or its
+// shutdown waits, a second for each idle h2c connection, for the client to close it.
+func (c checkedTransport) CloseIdleConnections() {
+	if closer, ok := c.next.(interface{ CloseIdleConnections() }); ok {
+		closer.CloseIdleConnections()
+	}
+}
+
 func (c checkedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if isRPCPath(r.URL.Path) || r.Method == http.MethodHead || strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 		// RPCs have their own contract, the proto, and gRPC sent to any path is answered in gRPC;
