@@ -70,7 +70,7 @@ func (u *Users) watch(ctx context.Context, req *usersv1.WatchUsersRequest, send 
 	defer u.feed.leave(w)
 
 	// The first read checks the resume point before anything is sent.
-	first, err := u.store.UserEvents(ctx, after, feedBatch)
+	first, err := readLog(ctx, u.store, after, feedBatch)
 	if err != nil {
 		return resumeError(after, err)
 	}
@@ -167,7 +167,7 @@ func (ws *watchStream) catchUp(ctx context.Context, page store.UserEvents) error
 
 // read reads the log after the watch's position.
 func (ws *watchStream) read(ctx context.Context) (store.UserEvents, error) {
-	page, err := ws.users.store.UserEvents(ctx, ws.last, feedBatch)
+	page, err := readLog(ctx, ws.users.store, ws.last, feedBatch)
 	if err != nil {
 		return store.UserEvents{}, resumeError(ws.last, err)
 	}

@@ -26,7 +26,18 @@ const (
 	// every watcher; a watcher holds only its queue of them.) A burst of writes as large reaches a
 	// watcher that reads at once.
 	watcherBacklog = 10_000
+	// logReadTimeout bounds every read of the log by a watch or the feed. A watch has no request
+	// deadline, and a read that hangs on a database in trouble would otherwise hold a connection
+	// of the pool (and, in the feed, every watcher) until TCP noticed.
+	logReadTimeout = 10 * time.Second
 )
+
+// readLog reads the changes after after, up to limit, within logReadTimeout.
+func readLog(ctx context.Context, s store.Store, after int64, limit int) (store.UserEvents, error) {
+	ctx, cancel := context.WithTimeout(ctx, logReadTimeout)
+	defer cancel()
+	return s.UserEvents(ctx, after, limit)
+}
 
 // change is a change of the log as the feed hands it out: shared by every watcher, never modified.
 type change struct {
@@ -136,15 +147,21 @@ func (f *feed) join() (*watcher, error) {
 func (f *feed) listen(ctx context.Context, w *watcher) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.stopped != nil {
-		return f.stopped
-	}
-	if !f.synced {
-		now, err := f.store.UserEvents(ctx, -1, 0)
+	for f.stopped == nil && !f.synced {
+		// The read is made without the lock, which every watcher's join, leave and hand-out takes.
+		// Another listener may sync the feed meanwhile; its position serves as well.
+		f.mu.Unlock()
+		now, err := readLog(ctx, f.store, -1, 0)
+		f.mu.Lock()
 		if err != nil {
 			return err
 		}
-		f.position, f.synced = now.Latest, true
+		if !f.synced {
+			f.position, f.synced = now.Latest, true
+		}
+	}
+	if f.stopped != nil {
+		return f.stopped
 	}
 	if !f.running {
 		f.running = true
@@ -245,7 +262,7 @@ func (f *feed) readNew(ctx context.Context) {
 		from := f.position
 		f.mu.Unlock()
 
-		page, err := f.store.UserEvents(ctx, from, feedBatch)
+		page, err := readLog(ctx, f.store, from, feedBatch)
 		if err != nil {
 			if ctx.Err() == nil {
 				f.lostTrack(err)
