@@ -103,13 +103,16 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// Flush is needed by streaming RPCs (reflection); Unwrap lets http.ResponseController reach the
-// connection's own writer.
-func (s *statusRecorder) Flush() {
+// Flush is needed by streaming RPCs (reflection, watches); FlushError is what
+// http.ResponseController calls, so that a stream learns of a failed flush; Unwrap lets it reach
+// the connection's own writer.
+func (s *statusRecorder) Flush() { s.FlushError() }
+
+func (s *statusRecorder) FlushError() error {
 	if s.status == 0 {
 		s.status = http.StatusOK
 	}
-	http.NewResponseController(s.ResponseWriter).Flush()
+	return http.NewResponseController(s.ResponseWriter).Flush()
 }
 
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
