@@ -42,7 +42,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 		return err
 	}
 
-	st, err := sqlstore.Open(ctx, cfg.db)
+	st, err := sqlstore.Open(ctx, cfg.db, sqlstore.WithLogger(logger))
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}

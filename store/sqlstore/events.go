@@ -132,7 +132,8 @@ func (s *Store) NotifyUserEvents(wake chan<- struct{}) (stop func()) {
 
 // notices passes word of new changes to whoever waits for it. Where other processes write too
 // (PostgreSQL), listen brings word of their changes: it runs while anyone waits, until its context
-// ends, and so holds a connection only in a process that has a reader of the log.
+// ends, so a process holds its connection only from the first subscription (the watches' feed,
+// from the first watch on) to the last one's stop.
 type notices struct {
 	listen func(ctx context.Context, notify func())
 

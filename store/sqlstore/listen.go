@@ -7,6 +7,7 @@ package sqlstore
 
 import (
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -17,9 +18,15 @@ const (
 	// eventsChannel is the channel that the trigger notifies.
 	eventsChannel = "usersd_user_events"
 	// listenRetryFirst and listenRetryMost bound the wait before connecting again after the
-	// listening connection failed; it doubles after each failure in a row.
+	// listening connection failed; it doubles after each failure, and starts again from the first
+	// only after a connection that lasted listenSettled, so that a connection cut again and again
+	// just after it listens does not bring a reconnect every few milliseconds.
 	listenRetryFirst = 100 * time.Millisecond
 	listenRetryMost  = 10 * time.Second
+	listenSettled    = 30 * time.Second
+	// listenConnectTimeout bounds a connection attempt when the URL sets no connect_timeout: a
+	// server that does not answer at all would otherwise hold an attempt for minutes.
+	listenConnectTimeout = 10 * time.Second
 )
 
 // listenConfig is the configuration of the listening connection: the pool's, named, unless the URL
@@ -33,19 +40,35 @@ func listenConfig(dsn string) (*pgx.ConnConfig, error) {
 	if _, named := config.RuntimeParams["application_name"]; !named {
 		config.RuntimeParams["application_name"] = "usersd change listener"
 	}
+	if config.ConnectTimeout == 0 {
+		config.ConnectTimeout = listenConnectTimeout
+	}
 	return config, nil
 }
 
 // listenForChanges calls notify for every notice on eventsChannel until ctx ends, connecting
-// again, after a jittered backoff, whenever the connection fails.
-func listenForChanges(ctx context.Context, config *pgx.ConnConfig, notify func()) {
+// again, after a jittered backoff, whenever the connection fails. It logs the first failure of a
+// run of them and the recovery, not every attempt.
+func listenForChanges(ctx context.Context, config *pgx.ConnConfig, notify func(), logger *slog.Logger) {
 	retry := listenRetryFirst
+	failing := false
 	for {
-		listened := listenUntilFailure(ctx, config, notify)
+		connected := time.Now()
+		err := listenUntilFailure(ctx, config, notify, func() {
+			if failing {
+				logger.Info("listening for other replicas' changes again")
+				failing = false
+			}
+		})
 		if ctx.Err() != nil {
 			return
 		}
-		if listened {
+		if !failing {
+			logger.Warn("not listening for other replicas' changes: watches see them by polling, within a second, until the connection is back",
+				"error", err)
+			failing = true
+		}
+		if time.Since(connected) >= listenSettled {
 			retry = listenRetryFirst
 		}
 		// Full jitter, so that replicas cut off together by a failover do not reconnect together.
@@ -58,12 +81,12 @@ func listenForChanges(ctx context.Context, config *pgx.ConnConfig, notify func()
 	}
 }
 
-// listenUntilFailure connects, listens and calls notify for each notice until the connection
-// fails or ctx ends. It reports whether it got as far as listening.
-func listenUntilFailure(ctx context.Context, config *pgx.ConnConfig, notify func()) (listened bool) {
+// listenUntilFailure connects, listens, calls listening, and then notify for each notice, until
+// the connection fails or ctx ends; it returns why it stopped.
+func listenUntilFailure(ctx context.Context, config *pgx.ConnConfig, notify, listening func()) error {
 	conn, err := pgx.ConnectConfig(ctx, config)
 	if err != nil {
-		return false
+		return err
 	}
 	defer func() {
 		closing, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
@@ -71,13 +94,14 @@ func listenUntilFailure(ctx context.Context, config *pgx.ConnConfig, notify func
 		conn.Close(closing)
 	}()
 	if _, err := conn.Exec(ctx, "LISTEN "+eventsChannel); err != nil {
-		return false
+		return err
 	}
+	listening()
 	// Changes committed while no connection listened sent notices that nobody received.
 	notify()
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return true
+			return err
 		}
 		notify()
 	}

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -32,6 +33,8 @@ type Store struct {
 	file *fileGuard
 	// notices wakes the readers of the change log when a change may have been added (events.go).
 	notices notices
+	// logger tells of trouble in the store's background work.
+	logger *slog.Logger
 }
 
 var _ store.Store = (*Store)(nil)
@@ -45,11 +48,17 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = func() time.Time { return now().UTC().Truncate(time.Microsecond) } }
 }
 
+// WithLogger makes the store log trouble in its background work (the listener of other replicas'
+// changes, on PostgreSQL) to logger instead of discarding it.
+func WithLogger(logger *slog.Logger) Option {
+	return func(s *Store) { s.logger = logger }
+}
+
 // Open opens the database that dsn names and brings its schema up to date. dsn is a PostgreSQL URL
 // (postgres://...), or a SQLite file path (the file and its folder are created if needed) or
 // ":memory:".
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
-	s := &Store{}
+	s := &Store{logger: slog.New(slog.DiscardHandler)}
 	if isPostgresURL(dsn) {
 		db, err := openPostgres(ctx, dsn)
 		if err != nil {
@@ -61,7 +70,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 			db.Close()
 			return nil, fmt.Errorf("PostgreSQL URL: %w", err)
 		}
-		s.notices.listen = func(ctx context.Context, notify func()) { listenForChanges(ctx, config, notify) }
+		s.notices.listen = func(ctx context.Context, notify func()) { listenForChanges(ctx, config, notify, s.logger) }
 	} else {
 		reader, writer, err := openSQLite(dsn)
 		if err != nil {
