@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"usersd/bench/internal/fixture"
+	"usersd/bench/internal/launch"
 	"usersd/bench/internal/procstat"
 	"usersd/bench/internal/seeded"
 )
@@ -69,8 +70,8 @@ type runner struct {
 	users    map[int32]fixture.User
 
 	mu         sync.Mutex
-	servers    map[*server]bool // running now, to stop on a signal
-	freshDBs   map[string]bool  // PostgreSQL databases made for write runs, to drop on a signal
+	servers    map[*launch.Server]bool // running now, to stop on a signal
+	freshDBs   map[string]bool         // PostgreSQL databases made for write runs, to drop on a signal
 	freshCount int
 }
 
@@ -101,7 +102,7 @@ type record struct {
 func main() {
 	r := &runner{
 		seeds: map[dataKey]seeded.Result{}, seedings: map[dataKey]seeding{}, expected: map[string][]int32{},
-		users: map[int32]fixture.User{}, servers: map[*server]bool{}, freshDBs: map[string]bool{},
+		users: map[int32]fixture.User{}, servers: map[*launch.Server]bool{}, freshDBs: map[string]bool{},
 	}
 	var out, only, command, commit, sizes, backends string
 	var quick bool
@@ -298,19 +299,19 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 		}
 	}()
 	fail := func(err error) record {
-		rec.err = fmt.Errorf("%w\nserver log ends: %s", err, procstat.Tail(srv.log))
+		rec.err = fmt.Errorf("%w\nserver log ends: %s", err, procstat.Tail(srv.Log))
 		return rec
 	}
 
 	if sc.prepare != nil {
-		if err := sc.prepare(r, srv.addr); err != nil {
+		if err := sc.prepare(r, srv.Addr); err != nil {
 			return fail(fmt.Errorf("prepare: %w", err))
 		}
 	}
-	if err := sc.check(r, srv.addr); err != nil {
+	if err := sc.check(r, srv.Addr); err != nil {
 		return fail(fmt.Errorf("check before load: %w", err))
 	}
-	warm, err := sc.load.run(r, srv.addr, r.warmup, dir)
+	warm, err := sc.load.run(r, srv.Addr, r.warmup, dir)
 	if err != nil {
 		return fail(fmt.Errorf("warm-up: %w", err))
 	}
@@ -331,7 +332,7 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 	}
 
 	if !sc.creates {
-		if err := sc.check(r, srv.addr); err != nil {
+		if err := sc.check(r, srv.Addr); err != nil {
 			return fail(fmt.Errorf("check after load: %w", err))
 		}
 		if shared != nil {
@@ -347,7 +348,7 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 	// The write scenario: the total that usersd reports must be the users in the database. Then
 	// every create that was answered 2xx must be in the database after a crash: kill the process
 	// (no graceful shutdown) and count.
-	if err := checkCreatedTotal(r, srv.addr, db); err != nil {
+	if err := checkCreatedTotal(r, srv.Addr, db); err != nil {
 		return fail(fmt.Errorf("check after load: %w", err))
 	}
 	r.stop(srv, syscall.SIGKILL)
@@ -409,21 +410,21 @@ type measurement struct {
 
 // measure runs the scenario's load for the measured duration and reads the CPU time that the
 // server, the load generator, PostgreSQL (for dbName) and everything else spent meanwhile.
-func (r *runner) measure(sc scenario, srv *server, dbName, dir string) (m measurement, err error) {
+func (r *runner) measure(sc scenario, srv *launch.Server, dbName, dir string) (m measurement, err error) {
 	var db0, db1 map[int]int64
 	var errDB0, errDB1 error
 	if dbName != "" {
 		db0, errDB0 = postgresTicks(dbName)
 	}
-	ticks0, err1 := procstat.CPUTicks(srv.pid())
+	ticks0, err1 := procstat.CPUTicks(srv.Pid())
 	busy0, err2 := procstat.CPUBusy()
-	res, err3 := sc.load.run(r, srv.addr, r.duration, dir)
-	ticks1, err4 := procstat.CPUTicks(srv.pid())
+	res, err3 := sc.load.run(r, srv.Addr, r.duration, dir)
+	ticks1, err4 := procstat.CPUTicks(srv.Pid())
 	busy1, err5 := procstat.CPUBusy()
 	if dbName != "" {
 		db1, errDB1 = postgresTicks(dbName)
 	}
-	memory, err6 := procstat.ReadMemory(srv.pid())
+	memory, err6 := procstat.ReadMemory(srv.Pid())
 	if err := errors.Join(err1, err2, err3, err4, err5, err6, errDB0, errDB1); err != nil {
 		return m, err
 	}
@@ -486,8 +487,8 @@ func (r *runner) countUsers(path string) (int64, error) {
 	return n, err
 }
 
-func (r *runner) start(bin string, args, env []string, logPath string) (*server, error) {
-	srv, err := startServer(bin, args, env, logPath)
+func (r *runner) start(bin string, args, env []string, logPath string) (*launch.Server, error) {
+	srv, err := launch.Start(bin, "0", args, env, logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -497,8 +498,8 @@ func (r *runner) start(bin string, args, env []string, logPath string) (*server,
 	return srv, nil
 }
 
-func (r *runner) stop(srv *server, sig syscall.Signal) {
-	srv.stop(sig)
+func (r *runner) stop(srv *launch.Server, sig syscall.Signal) {
+	srv.Stop(sig)
 	r.mu.Lock()
 	delete(r.servers, srv)
 	r.mu.Unlock()
@@ -515,8 +516,7 @@ func (r *runner) stopOnSignal() {
 		sig := <-signals
 		r.mu.Lock()
 		for srv := range r.servers {
-			srv.cmd.Process.Kill()
-			<-srv.done
+			srv.Stop(syscall.SIGKILL)
 		}
 		var fresh []string
 		for name := range r.freshDBs {

@@ -39,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	"usersd/bench/internal/launch"
 	"usersd/bench/internal/procstat"
 )
 
@@ -193,7 +194,7 @@ type phaseResult struct {
 func runPhase(ctx context.Context, o options, work, name string, nWatchers int, ticks int64) (_ *phaseResult, err error) {
 	r := &phaseResult{name: name, watchers: nWatchers, postgresTicks: -1, endErrors: map[string]int{}}
 	key := o.key
-	srv := &server{pid: o.pid, addr: o.addr}
+	addr, pid := o.addr, o.pid // a server already running, or the one started here
 	schema := ""
 	if o.addr == "" {
 		key = randomKey()
@@ -214,17 +215,19 @@ func runPhase(ctx context.Context, o options, work, name string, nWatchers int, 
 			}()
 		}
 		args := append([]string{"-addr", "127.0.0.1:0", "-db", db, "-api-keys-file", keyFile}, o.serverArgs...)
-		if srv, err = startServer(o.bin, o.serverCPUs, args, filepath.Join(work, name+".log")); err != nil {
+		srv, err := launch.Start(o.bin, o.serverCPUs, args, nil, filepath.Join(work, name+".log"))
+		if err != nil {
 			return nil, err
 		}
+		addr, pid = srv.Addr, srv.Pid()
 		defer func() {
-			r.exit = srv.stop()
+			r.exit = srv.Stop(syscall.SIGTERM)
 			progress("%s: usersd stopped: %s", name, r.exit)
 		}()
 	} else if key == "" {
 		return nil, errors.New("-addr needs -api-key")
 	}
-	baseURL := "http://" + srv.addr
+	baseURL := "http://" + addr
 	writer := usersClient(h2cClient(), baseURL, key)
 	total := int(o.rate * o.duration.Seconds())
 	acks := make([]atomic.Int64, total)
@@ -239,19 +242,19 @@ func runPhase(ctx context.Context, o options, work, name string, nWatchers int, 
 		defer ws.close()
 		r.opened = time.Since(started)
 		r.conns = len(ws.clients)
-		progress("%s: %d watches open on %d connections (%d server connections seen) in %s", name, nWatchers, r.conns, serverConns(srv.addr), r.opened.Round(time.Millisecond))
+		progress("%s: %d watches open on %d connections (%d server connections seen) in %s", name, nWatchers, r.conns, serverConns(addr), r.opened.Round(time.Millisecond))
 	}
 	if !sleep(ctx, o.settle) {
 		return nil, ctx.Err()
 	}
-	if srv.pid != 0 {
-		if r.idle, err = procstat.ReadMemory(srv.pid); err != nil {
+	if pid != 0 {
+		if r.idle, err = procstat.ReadMemory(pid); err != nil {
 			return nil, err
 		}
 	}
 
 	// The measured window: from the first write until every event has arrived.
-	serverBefore, _ := procstat.CPUTicks(srv.pid)
+	serverBefore, _ := procstat.CPUTicks(pid)
 	clientBefore, _ := procstat.CPUTicks(os.Getpid())
 	busyBefore, _ := procstat.CPUBusy()
 	var pgBefore map[int]int64
@@ -284,7 +287,7 @@ func runPhase(ctx context.Context, o options, work, name string, nWatchers int, 
 		}
 	}
 	r.window = end.Sub(r.writes.first)
-	serverAfter, _ := procstat.CPUTicks(srv.pid)
+	serverAfter, _ := procstat.CPUTicks(pid)
 	clientAfter, _ := procstat.CPUTicks(os.Getpid())
 	busyAfter, _ := procstat.CPUBusy()
 	r.serverTicks, r.clientTicks = serverAfter-serverBefore, clientAfter-clientBefore
@@ -302,11 +305,11 @@ func runPhase(ctx context.Context, o options, work, name string, nWatchers int, 
 	others := allBusy - r.serverTicks - r.clientTicks - max(r.postgresTicks, 0)
 	// The window's wall time is from the first write; the readings from just before it.
 	r.othersBusy = float64(max(others, 0)) / float64(ticks) / r.window.Seconds() / float64(len(busyAfter))
-	if srv.pid != 0 {
-		if r.end, err = procstat.ReadMemory(srv.pid); err != nil {
+	if pid != 0 {
+		if r.end, err = procstat.ReadMemory(pid); err != nil {
 			return nil, err
 		}
-		r.serverThreads = threads(srv.pid)
+		r.serverThreads = procstat.Threads(pid)
 	}
 	if ws != nil {
 		ws.close()

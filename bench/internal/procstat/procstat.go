@@ -116,3 +116,12 @@ func Tail(path string) string {
 	}
 	return string(b)
 }
+
+// Threads is the number of threads of process pid, or 0 if it cannot be read.
+func Threads(pid int) int {
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0
+	}
+	return len(entries)
+}
