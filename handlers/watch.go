@@ -146,19 +146,14 @@ func resumeError(after int64, err error) error {
 // a whole batch: the watch then has every change up to the newest at that read.
 func (ws *watchStream) catchUp(ctx context.Context, page store.UserEvents) error {
 	for {
-		batch := make([]change, len(page.Events))
-		for i, e := range page.Events {
-			batch[i] = newChange(e)
-		}
-		ws.flushes.hold()
-		err := ws.handle(batch)
-		ws.flush(&err)
-		if err != nil {
+		batch := changesOf(page.Events)
+		if err := ws.inOneFlush(func() error { return ws.handle(batch) }); err != nil {
 			return err
 		}
 		if len(page.Events) < feedBatch {
 			return nil
 		}
+		var err error
 		if page, err = ws.read(ctx); err != nil {
 			return err
 		}
@@ -175,25 +170,28 @@ func (ws *watchStream) read(ctx context.Context) (store.UserEvents, error) {
 }
 
 // handleQueued sends every batch that the feed has queued for w, with one flush for them all.
-func (ws *watchStream) handleQueued(w *watcher) (err error) {
-	ws.flushes.hold()
-	defer ws.flush(&err)
-	for _, batch := range w.take() {
-		err := ws.handle(batch)
-		w.release(len(batch))
-		if err != nil {
-			return err
+func (ws *watchStream) handleQueued(w *watcher) error {
+	return ws.inOneFlush(func() error {
+		for _, batch := range w.take() {
+			err := ws.handle(batch)
+			w.release(len(batch))
+			if err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
-// flush sends what the held gate has put off. Its failure, like a write's, means that the client
-// is gone; an earlier error in *err wins.
-func (ws *watchStream) flush(err *error) {
-	if failed := ws.flushes.release(); failed != nil && *err == nil {
-		*err = ws.clientGone(failed)
+// inOneFlush runs send with the stream's flushes held, then flushes once. A failed flush, like a
+// failed write, means that the client is gone; an error of send wins.
+func (ws *watchStream) inOneFlush(send func() error) error {
+	ws.flushes.hold()
+	err := send()
+	if failed := ws.flushes.release(); failed != nil && err == nil {
+		err = ws.clientGone(failed)
 	}
+	return err
 }
 
 // handle sends the changes of batch that the watch has not handled yet and that pass its filter.

@@ -45,8 +45,13 @@ type change struct {
 	message *usersv1.UserEvent
 }
 
-func newChange(e store.UserEvent) change {
-	return change{UserEvent: e, message: eventToProto(e)}
+// changesOf makes the changes of events, each with its message.
+func changesOf(events []store.UserEvent) []change {
+	batch := make([]change, len(events))
+	for i, e := range events {
+		batch[i] = change{UserEvent: e, message: eventToProto(e)}
+	}
+	return batch
 }
 
 // feed follows the change log while anyone watches, and hands what it reads to every watcher.
@@ -175,19 +180,22 @@ func (f *feed) listen(ctx context.Context, w *watcher) error {
 func (f *feed) leave(w *watcher) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.listeners, w)
-	if len(f.listeners) == 0 {
-		f.synced = false
-	}
+	f.unlisten(w)
 	f.joined--
 	f.metrics.watchEnded()
 }
 
 // end stops handing changes to w and tells it why; the caller holds mu.
 func (f *feed) end(w *watcher, err error) {
-	delete(f.listeners, w)
+	f.unlisten(w)
 	w.err = err
 	close(w.ended)
+}
+
+// unlisten stops handing changes to w; with nobody left, the feed stops following the log's
+// position. The caller holds mu.
+func (f *feed) unlisten(w *watcher) {
+	delete(f.listeners, w)
 	if len(f.listeners) == 0 {
 		f.synced = false
 	}
@@ -269,13 +277,10 @@ func (f *feed) readNew(ctx context.Context) {
 			}
 			return
 		}
+		batch := changesOf(page.Events) // before the lock, which every watcher's join and leave takes
 		f.mu.Lock()
-		if f.synced && f.position == from && len(page.Events) > 0 {
-			batch := make([]change, len(page.Events))
-			for i, e := range page.Events {
-				batch[i] = newChange(e)
-			}
-			f.position = page.Events[len(page.Events)-1].Sequence
+		if f.synced && f.position == from && len(batch) > 0 {
+			f.position = batch[len(batch)-1].Sequence
 			for w := range f.listeners {
 				f.hand(w, batch)
 			}
