@@ -1,6 +1,7 @@
 // On PostgreSQL, word of a change that another replica commits comes by NOTIFY: the change log's
-// trigger (migration 0008) notifies channel usersd_user_events at commit, and while anyone in this
-// process waits for notices, one connection of its own LISTENs on that channel. The notice is only
+// trigger (migrations 0008 and 0009) notifies channel usersd_user_events at commit, with the
+// schema of the change, and while anyone in this process waits for notices, one connection of its
+// own LISTENs on that channel and keeps the notices of its own schema. The notice is only
 // a wake-up: the log is the truth, and a reader that misses a notice (the connection was down)
 // finds the change at its next read.
 package sqlstore
@@ -93,6 +94,11 @@ func listenUntilFailure(ctx context.Context, config *pgx.ConnConfig, notify, lis
 		defer cancel()
 		conn.Close(closing)
 	}()
+	// The channel is the database's: other deployments, in other schemas, notify it too.
+	var schema string
+	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return err
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+eventsChannel); err != nil {
 		return err
 	}
@@ -100,9 +106,12 @@ func listenUntilFailure(ctx context.Context, config *pgx.ConnConfig, notify, lis
 	// Changes committed while no connection listened sent notices that nobody received.
 	notify()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		notice, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		notify()
+		if notice.Payload == schema {
+			notify()
+		}
 	}
 }

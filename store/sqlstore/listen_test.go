@@ -18,9 +18,10 @@ import (
 )
 
 // TestPostgresNoticesComeFromOtherProcesses: a store hears of the changes that another store on the
-// same database commits, as a replica hears of another replica's writes; it holds its listening
-// connection only while someone waits for notices, and listens again, on a new connection, after
-// that one is cut, logging the loss and the recovery once each.
+// same schema commits, as a replica hears of another replica's writes, and not of those in another
+// schema of the database; it holds its listening connection only while someone waits for notices,
+// and listens again, on a new connection, after that one is cut, logging the loss and the recovery
+// once each.
 func TestPostgresNoticesComeFromOtherProcesses(t *testing.T) {
 	// The test names its own connections, so that it finds and cuts only its own listener.
 	name := "usersd-test-" + strings.ToLower(rand.Text()[:10])
@@ -55,6 +56,18 @@ func TestPostgresNoticesComeFromOtherProcesses(t *testing.T) {
 		}
 	}
 	writeElsewhereAndHear("first")
+
+	otherSchema := open(t, storetest.PostgresSchema(t))
+	t.Cleanup(func() { otherSchema.Close() })
+	drain(wake)
+	if _, err := otherSchema.CreateUser(context.Background(), store.NewUser{Name: "another deployment"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+		t.Fatal("a notice of a write in another schema")
+	case <-time.After(300 * time.Millisecond):
+	}
 
 	if _, err := admin.Exec(`SELECT pg_terminate_backend($1)`, first); err != nil {
 		t.Fatal(err)

@@ -262,7 +262,8 @@ func testEventNotices(t *testing.T, s store.Store) {
 	}
 	stop()
 	// A stopped subscription is sent nothing. What came before the stop is drained first: on
-	// PostgreSQL, notices are per database, and other tests' schemas in it may have sent one.
+	// PostgreSQL, the listener also wakes its subscribers once when it starts listening, which may
+	// come after the notices above.
 	select {
 	case <-wake:
 	default:
