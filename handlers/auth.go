@@ -2,7 +2,6 @@
 package handlers
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -10,6 +9,8 @@ import (
 	"net/http"
 
 	"connectrpc.com/connect"
+
+	"usersd/users"
 )
 
 // APIKeyHeader carries the caller's key (gRPC metadata of the same name).
@@ -56,14 +57,9 @@ func NewAPIKeys(keys ...string) *APIKeys {
 // Len reports how many keys are valid.
 func (k *APIKeys) Len() int { return len(k.digests) }
 
-// Valid reports whether key is one of the set. It compares against every key, in constant time.
-func (k *APIKeys) Valid(key string) bool {
-	_, ok := k.caller(key)
-	return ok
-}
-
-// caller checks key like Valid and also returns the caller's identity: the hex SHA-256 digest of
-// the key, which names the caller in stored records without storing the key itself.
+// caller reports whether key is one of the set, comparing it against every key in constant time,
+// and returns the caller's identity: the hex SHA-256 digest of the key, which names the caller in
+// stored records without storing the key itself.
 func (k *APIKeys) caller(key string) (string, bool) {
 	if key == "" {
 		return "", false
@@ -74,15 +70,6 @@ func (k *APIKeys) caller(key string) (string, bool) {
 		match |= digest.constantTimeEqual(&k.digests[i])
 	}
 	return digest.String(), match == 1
-}
-
-type callerKey struct{}
-
-// callerOf returns the identity of the caller whose key requireAPIKey accepted, or "" outside a
-// request that passed it.
-func callerOf(ctx context.Context) string {
-	caller, _ := ctx.Value(callerKey{}).(string)
-	return caller
 }
 
 var errUnauthenticated = connect.NewError(connect.CodeUnauthenticated,
@@ -103,6 +90,6 @@ func requireAPIKey(keys *APIKeys, errs *errorWriter, metrics *metrics, next http
 			errs.write(w, r, errUnauthenticated)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller)))
+		next.ServeHTTP(w, r.WithContext(users.WithCaller(r.Context(), users.Caller{ID: caller})))
 	})
 }

@@ -8,6 +8,8 @@ import (
 
 	connectcors "connectrpc.com/cors"
 	"github.com/rs/cors"
+
+	"usersd/users"
 )
 
 // contentSecurityPolicy allows the page only its own scripts, styles, images and calls: no inline
@@ -27,9 +29,9 @@ var (
 // the headers), and HPACK-encoding some 300 bytes of headers on every call was a visible share of a
 // gRPC call's CPU (docs/PERFORMANCE.md). An answer is a gRPC answer only when a gRPC request reaches an RPC path: the content
 // type is the client's to choose, and on any other route it must not take the headers away.
-func withSecurityHeaders(errs *errorWriter, next http.Handler) http.Handler {
+func withSecurityHeaders(routes *routeTable, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isGRPC(r) && errs.underRPCPath(r.URL.Path) {
+		if isGRPC(r) && routes.isRPCPath(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -64,7 +66,7 @@ func withCORS(origins []string, next http.Handler) http.Handler {
 		AllowedHeaders: append(connectcors.AllowedHeaders(),
 			APIKeyHeader, "If-Match", "If-None-Match", idempotencyKeyHeader, "X-Request-Id"),
 		ExposedHeaders: slices.Concat(connectcors.ExposedHeaders(), []string{
-			"ETag", "Link", "X-Total-Count", "Location", replayedHeader, "X-Request-Id", "Www-Authenticate", "Allow",
+			"ETag", "Link", "X-Total-Count", "Location", users.ReplayedHeader, "X-Request-Id", "Www-Authenticate", "Allow",
 		}),
 		MaxAge: 7200, // seconds a browser may reuse a preflight answer (Chromium's cap)
 	}).Handler(next)

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"usersd/users"
 )
 
 // fzCondOps are the requests of FuzzConditionalHeaders. Each header goes only where the contract
@@ -148,7 +150,7 @@ func fzCheckIfMatch(t *testing.T, res *fzResponse, success int, lines []string) 
 	default:
 		want = []int{http.StatusPreconditionFailed}
 	}
-	if tags > maxEntityTags {
+	if tags > users.MaxEntityTags {
 		want = append(want, http.StatusBadRequest)
 	}
 	if !slices.Contains(want, res.status) {
@@ -201,7 +203,7 @@ func fzKeyValid(lines []string) bool {
 		}
 		key = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(key[1 : len(key)-1])
 	}
-	if key == "" || len(key) > maxIdempotencyKeyLength {
+	if key == "" || len(key) > users.MaxRequestIDLength {
 		return false
 	}
 	for i := range len(key) {
@@ -239,7 +241,7 @@ func (fx *fzFixture) checkIdempotency(t *testing.T, res *fzResponse, status int,
 			retry.target, retry.body = retryTarget, []byte(retryBody)
 			again, _ := fx.serve(t, retry)
 			fx.check(t, again)
-			if again.status != http.StatusCreated || again.header.Get(replayedHeader) != "" {
+			if again.status != http.StatusCreated || again.header.Get(users.ReplayedHeader) != "" {
 				t.Fatalf("a create with the key of a create that failed answered %d (the key was kept?):\n%s\nafter:\n%s", again.status, again, res)
 			}
 			res = again
@@ -252,7 +254,7 @@ func (fx *fzFixture) checkIdempotency(t *testing.T, res *fzResponse, status int,
 	first := fx.snapshot(t)
 	repeat, _ := fx.serve(t, res.req)
 	fx.check(t, repeat)
-	if repeat.status != res.status || !bytes.Equal(repeat.body, res.body) || repeat.header.Get(replayedHeader) != "true" {
+	if repeat.status != res.status || !bytes.Equal(repeat.body, res.body) || repeat.header.Get(users.ReplayedHeader) != "true" {
 		t.Fatalf("the repeat of a create is not its first answer, replayed:\n%s\nfirst:\n%s", repeat, res)
 	}
 	if after := fx.snapshot(t); len(first.changed(after)) > 0 {

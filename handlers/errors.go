@@ -1,5 +1,7 @@
-// The one error vocabulary: business code returns *connect.Error; this file turns any error into what
-// a client may see (REST status and {"error": ...}, or the RPC protocol's own error), and logs faults.
+// The error writer: any error becomes what a client may see (a REST status and {"error": ...}, or
+// the RPC protocol's own error), and faults are logged and hidden. The service's errors
+// (*users.Error) carry an RPC code and, where codes are shared, a reason; REST statuses are
+// decided here, from them.
 package handlers
 
 import (
@@ -9,18 +11,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"connectrpc.com/connect"
 
-	"usersd/store"
+	"usersd/users"
 )
 
 // internalErrorMessage is the only text a client ever sees of a fault; the detail goes to the log.
 const internalErrorMessage = "Internal Server Error"
 
-// httpError is a client error whose REST status is not the one restStatus gives its Connect code:
-// the errors of HTTP itself (media type, body size, method, preconditions) and of idempotency keys.
+// httpError is a client error of HTTP itself, whose REST status no RPC code stands for: a media
+// type, a body size or a method that is not allowed.
 type httpError struct {
 	status  int          // the REST answer
 	code    connect.Code // what an RPC client gets instead
@@ -33,57 +34,63 @@ func newHTTPError(status int, code connect.Code, format string, args ...any) *ht
 	return &httpError{status: status, code: code, message: fmt.Sprintf(format, args...)}
 }
 
-// invalidArgument is the error of every bad input.
+// invalidArgument is the error of every bad input the HTTP face finds itself (a path, a query, a
+// header, a body that is not JSON); the service finds the rest.
 func invalidArgument(format string, args ...any) error {
 	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(format, args...))
 }
 
-// fromStore maps a store error to the client error it stands for. Errors with no meaning for the
-// client pass through unchanged and become internal errors in publicError.
-func fromStore(err error) error {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return connect.NewError(connect.CodeNotFound, err)
-	case errors.Is(err, store.ErrVersionMismatch):
-		return newHTTPError(http.StatusPreconditionFailed, connect.CodeAborted,
-			"the user has changed since the etag you sent was read; read it again and retry")
-	case errors.Is(err, store.ErrRequestInProgress):
-		return newHTTPError(http.StatusConflict, connect.CodeAborted,
-			"a request with this idempotency key is still in progress; retry it later")
-	case errors.Is(err, store.ErrRequestMismatch):
-		return newHTTPError(422, connect.CodeFailedPrecondition, // 422 Unprocessable Content
-			"this idempotency key was already used with a different request; use a new key for a new request")
-	case errors.Is(err, store.ErrUnavailable):
-		return connect.NewError(connect.CodeUnavailable, err) // detail replaced in publicError
-	case errors.Is(err, context.Canceled):
-		return connect.NewError(connect.CodeCanceled, errors.New("the request was canceled"))
-	case errors.Is(err, context.DeadlineExceeded):
-		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("the request took too long"))
-	}
-	return err
-}
-
-// publicError returns what the client may see of err. Faults (any error that is not a *connect.Error,
-// and internal or unavailable ones) are logged with the request id and replaced by a fixed message.
+// publicError returns what the client may see of err. Faults (any error that is neither a
+// *users.Error nor a *connect.Error, and internal or unavailable ones) are logged and replaced by a
+// fixed message.
 func publicError(ctx context.Context, logger *slog.Logger, err error) *connect.Error {
 	var he *httpError
 	if errors.As(err, &he) {
 		return connect.NewError(he.code, errors.New(he.message))
 	}
 	var ce *connect.Error
-	if !errors.As(err, &ce) {
+	if ue := (*users.Error)(nil); errors.As(err, &ue) {
+		ce = connect.NewError(ue.Code(), errors.New(ue.Error()))
+	} else if !errors.As(err, &ce) {
 		ce = connect.NewError(connect.CodeInternal, err)
 	}
 	switch ce.Code() {
 	case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss:
-		logger.ErrorContext(ctx, "request failed", "request_id", requestID(ctx), "error", err)
+		logger.ErrorContext(ctx, "request failed", "error", err)
 		//lint:ignore ST1005 the capitalised text is the contract's fixed answer to every fault
 		return connect.NewError(connect.CodeInternal, errors.New(internalErrorMessage))
 	case connect.CodeUnavailable:
-		logger.WarnContext(ctx, "store unavailable", "request_id", requestID(ctx), "error", err)
+		logger.WarnContext(ctx, "store unavailable", "error", err)
 		return connect.NewError(connect.CodeUnavailable, errors.New("the service is temporarily unavailable; retry later"))
 	}
 	return ce
+}
+
+// restStatusOf is the REST status of a client error: an error of HTTP itself has its own; a reason
+// that the RPC code shares with other failures has its own; otherwise the code decides.
+func restStatusOf(err error, ce *connect.Error) int {
+	var he *httpError
+	if errors.As(err, &he) {
+		return he.status
+	}
+	var ue *users.Error
+	if errors.As(err, &ue) && ue.Code() == ce.Code() {
+		if status, ok := reasonStatus[ue.Reason()]; ok {
+			return status
+		}
+	}
+	if status, ok := restStatus[ce.Code()]; ok {
+		return status
+	}
+	return http.StatusInternalServerError
+}
+
+// reasonStatus is the REST status of the service's reasons whose status is not their code's.
+var reasonStatus = map[users.Reason]int{
+	users.ReasonEtagMismatch:      http.StatusPreconditionFailed,
+	users.ReasonRequestInProgress: http.StatusConflict,
+	users.ReasonRequestMismatch:   http.StatusUnprocessableEntity,
+	users.ReasonChangesNotKept:    http.StatusGone,
 }
 
 // restStatus maps a Connect code to the HTTP status of the REST answer; it follows connect's own
@@ -111,39 +118,15 @@ var restStatus = map[connect.Code]int{
 type errorWriter struct {
 	logger *slog.Logger
 	rpc    *connect.ErrorWriter
-	// rpcPrefixes are the paths under which RPC services are mounted (recorded by addRoutes as it
-	// mounts them). Errors there are written in the RPC protocol, elsewhere as REST JSON: both kinds
-	// of request may be POSTs of application/json, so only the path tells them apart.
-	rpcPrefixes []string
-}
-
-// isRPC reports whether r is addressed to an RPC service: it is under a mounted service's path, or
-// it speaks gRPC or gRPC-Web (content types REST never uses), or it says it speaks Connect.
-func (ew *errorWriter) isRPC(r *http.Request) bool {
-	return strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") || r.Header.Get("Connect-Protocol-Version") != "" ||
-		ew.underRPCPath(r.URL.Path)
-}
-
-// underRPCPath reports whether path is under a mounted RPC service's path.
-func (ew *errorWriter) underRPCPath(path string) bool {
-	for _, prefix := range ew.rpcPrefixes {
-		if strings.HasPrefix(path, prefix) {
-			return true
-		}
-	}
-	return false
+	// routes says which requests are RPCs, whose errors are written in the RPC protocol; the
+	// others get REST JSON.
+	routes *routeTable
 }
 
 // write answers r with err: in the RPC protocol the request speaks, or as REST JSON.
 func (ew *errorWriter) write(w http.ResponseWriter, r *http.Request, err error) {
-	var he *httpError
-	rpc := ew.isRPC(r)
-	if !rpc && errors.As(err, &he) {
-		writeErrorJSON(w, he.status, he.message)
-		return
-	}
 	ce := publicError(r.Context(), ew.logger, err)
-	if rpc {
+	if ew.routes.isRPC(r) {
 		recordRPCCode(r.Context(), ce.Code())
 		_ = ew.rpc.Write(w, r, ce) // the client has gone if this fails; nothing more to do
 		return
@@ -151,11 +134,7 @@ func (ew *errorWriter) write(w http.ResponseWriter, r *http.Request, err error) 
 	if ce.Code() == connect.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `ApiKey header="x-api-key"`)
 	}
-	status, ok := restStatus[ce.Code()]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
-	writeErrorJSON(w, status, ce.Message())
+	writeErrorJSON(w, restStatusOf(err, ce), ce.Message())
 }
 
 // writeErrorJSON writes the REST error body {"error": message}.

@@ -68,9 +68,10 @@ func TestAFaultIsAnsweredWithTheFixedMessageOnEveryProtocol(t *testing.T) {
 func TestAPanicIsAnsweredInTheRequestsProtocol(t *testing.T) {
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	errs := &errorWriter{logger: logger, rpc: connect.NewErrorWriter(), rpcPrefixes: []string{"/" + usersv1connect.UsersName + "/"}}
+	routes := newRouteTable(NewAPIKeys("k"), logger, nil, 0, 0)
+	routes.rpc("/"+usersv1connect.UsersName+"/", http.NotFoundHandler(), nil)
 	panicking := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("deliberate: secret detail") })
-	srv := startH2C(t, withRequestContext(0, false, nil, withObservation(observer{accessLog: logs, errs: errs}, withRecover(logger, errs, panicking))))
+	srv := startH2C(t, withRequestID(false, withObservation(observer{accessLog: logs, routes: routes}, withRecover(logger, routes.errs, panicking))))
 
 	wantInternalOnEveryProtocol(t, srv.URL)
 	res, err := http.Get(srv.URL + "/anything")
@@ -153,22 +154,22 @@ func TestAPanicAfterTheAnswerBeganCutsItOff(t *testing.T) {
 	})
 	for _, c := range []struct {
 		name  string
-		chain func(*slog.Logger, *errorWriter) http.Handler
+		chain func(*slog.Logger, *routeTable) http.Handler
 	}{
-		{"New's chain without an access log", func(logger *slog.Logger, errs *errorWriter) http.Handler {
-			return withMiddleware(Config{Logger: logger, MaxBodyBytes: DefaultMaxBodyBytes}, observer{errs: errs}, errs, halfway)
+		{"New's chain without an access log", func(logger *slog.Logger, routes *routeTable) http.Handler {
+			return withMiddleware(Config{Logger: logger, MaxBodyBytes: DefaultMaxBodyBytes}, observer{routes: routes}, routes, halfway)
 		}},
-		{"New's chain with an access log", func(logger *slog.Logger, errs *errorWriter) http.Handler {
-			return withMiddleware(Config{Logger: logger, MaxBodyBytes: DefaultMaxBodyBytes}, observer{accessLog: &syncBuffer{}, errs: errs}, errs, halfway)
+		{"New's chain with an access log", func(logger *slog.Logger, routes *routeTable) http.Handler {
+			return withMiddleware(Config{Logger: logger, MaxBodyBytes: DefaultMaxBodyBytes}, observer{accessLog: &syncBuffer{}, routes: routes}, routes, halfway)
 		}},
-		{"a wrapper between the access log and the final error handler", func(logger *slog.Logger, errs *errorWriter) http.Handler {
-			return withRequestContext(0, false, nil, withObservation(observer{accessLog: &syncBuffer{}, errs: errs}, passThrough(withRecover(logger, errs, halfway))))
+		{"a wrapper between the access log and the final error handler", func(logger *slog.Logger, routes *routeTable) http.Handler {
+			return withRequestID(false, withObservation(observer{accessLog: &syncBuffer{}, routes: routes}, passThrough(withRecover(logger, routes.errs, halfway))))
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			logs := &syncBuffer{}
 			logger := slog.New(slog.NewJSONHandler(logs, nil))
-			srv := startH2C(t, c.chain(logger, &errorWriter{logger: logger, rpc: connect.NewErrorWriter()}))
+			srv := startH2C(t, c.chain(logger, newRouteTable(NewAPIKeys("k"), logger, nil, 0, 0)))
 			res, err := http.Get(srv.URL + "/anything")
 			if err != nil {
 				t.Fatal(err)

@@ -55,6 +55,7 @@ import (
 	usersv1 "usersd/gen/users/v1"
 	"usersd/store"
 	"usersd/store/sqlstore"
+	"usersd/users"
 )
 
 // fzHang is how long one input may run before the fixture takes it for a hang. Requests have a
@@ -705,7 +706,7 @@ func (fx *fzFixture) checkStoredUser(t *testing.T, res *fzResponse, answered *us
 	if !ok {
 		t.Fatalf("user %d was answered but is not stored:\n%s", answered.GetId(), res)
 	}
-	if stored.Name != answered.GetName() || stored.Role != answered.GetRole() || etag(stored) != answered.GetEtag() {
+	if stored.Name != answered.GetName() || stored.Role != answered.GetRole() || users.ETag(stored) != answered.GetEtag() {
 		t.Fatalf("answered %v, stored %+v:\n%s", answered, stored, res)
 	}
 	get, _ := fx.serve(t, fzRequest{method: http.MethodGet, target: "/users/" + strconv.Itoa(int(answered.GetId()))})

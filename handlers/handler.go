@@ -1,5 +1,8 @@
 // Package handlers is the HTTP face of usersd: one http.Handler that serves gRPC, gRPC-Web, Connect,
-// REST and static files, all backed by one implementation of the Users service.
+// REST and static files on one port. Every route of the users resource adapts HTTP to the one
+// implementation of the rules in package users; what is HTTP's own lives here: the route table and
+// who may call each route, the REST adapters, codecs, request ids, deadlines and streams, the error
+// writer that turns the service's codes into statuses, and the observation of every request.
 package handlers
 
 import (
@@ -19,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"usersd/store"
+	"usersd/users"
 )
 
 // DefaultMaxBodyBytes caps request bodies when Config.MaxBodyBytes is 0.
@@ -48,9 +52,9 @@ type Config struct {
 	// Tracing, when set, makes every request a span of the caller's trace (W3C traceparent), or of
 	// a new one; nil means no spans.
 	Tracing trace.TracerProvider
-	// MaxWatchers limits the watches of users open at once; 0 means DefaultMaxWatchers.
+	// MaxWatchers limits the watches of users open at once; 0 means users.DefaultMaxWatchers.
 	MaxWatchers int
-	// WatchHeartbeat is the longest a watch stays silent; 0 means DefaultWatchHeartbeat.
+	// WatchHeartbeat is the longest a watch stays silent; 0 means users.DefaultWatchHeartbeat.
 	WatchHeartbeat time.Duration
 }
 
@@ -64,7 +68,7 @@ const DefaultRequestTimeout = 10 * time.Second
 type Service struct {
 	http.Handler
 	health *storeHealth
-	feed   *feed
+	users  *users.Service
 	routes []route // every route as registered, with who may call it: what the route tests drive
 }
 
@@ -75,12 +79,12 @@ func (s *Service) Drain() { s.health.draining.Store(true) }
 // EndWatches ends every watch of users with UNAVAILABLE (an "error" event on REST), so that clients
 // resume on another replica, and refuses new ones: a watch never ends by itself, so a server that
 // waits for its requests to finish must end them first. http.Server.RegisterOnShutdown takes it.
-func (s *Service) EndWatches() { s.feed.close(errServerStopping) }
+func (s *Service) EndWatches() { s.users.EndWatches() }
 
 // deps is what the routes are built from: the configuration and the pieces New makes from it.
 type deps struct {
 	Config
-	users  *Users
+	users  *users.Service
 	errs   *errorWriter
 	health *storeHealth
 }
@@ -99,45 +103,48 @@ func New(cfg Config) (*Service, error) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
-	if cfg.MaxWatchers == 0 {
-		cfg.MaxWatchers = DefaultMaxWatchers
-	}
 	if cfg.WatchHeartbeat == 0 {
-		cfg.WatchHeartbeat = DefaultWatchHeartbeat
+		cfg.WatchHeartbeat = users.DefaultWatchHeartbeat
 	}
+	// Every line logged in a request's context, here or in the service, carries its id.
+	cfg.Logger = slog.New(logWithRequestIDs(cfg.Logger.Handler()))
 	metrics, err := newMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	errs := &errorWriter{logger: cfg.Logger, rpc: connect.NewErrorWriter()} // addRoutes adds the RPC paths
+	service, err := users.New(users.Options{
+		Store: cfg.Store, Logger: cfg.Logger, Metrics: metrics, MaxWatchers: cfg.MaxWatchers, WatchHeartbeat: cfg.WatchHeartbeat,
+	})
+	if err != nil {
+		return nil, err
+	}
 	health := &storeHealth{store: cfg.Store}
-	routes := newRouteTable(cfg.Keys, errs, metrics)
-	feed := newFeed(cfg.Store, cfg.Logger, metrics, cfg.MaxWatchers)
-	users := &Users{store: cfg.Store, logger: cfg.Logger, metrics: metrics, feed: feed, heartbeat: cfg.WatchHeartbeat}
-	if err := addRoutes(routes, deps{Config: cfg, users: users, errs: errs, health: health}); err != nil {
+	routes := newRouteTable(cfg.Keys, cfg.Logger, metrics, cfg.RequestTimeout, cfg.WatchHeartbeat)
+	if err := addRoutes(routes, deps{Config: cfg, users: service, errs: routes.errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	obs := observer{metrics: metrics, accessLog: cfg.AccessLog, errs: errs}
+	obs := observer{metrics: metrics, accessLog: cfg.AccessLog, routes: routes}
 	if cfg.Tracing != nil {
 		obs.tracer = cfg.Tracing.Tracer(instrumentationName)
 	}
-	return &Service{Handler: withMiddleware(cfg, obs, errs, routes.serving), health: health, feed: feed, routes: routes.routes}, nil
+	return &Service{Handler: withMiddleware(cfg, obs, routes, routes.serving), health: health, users: service, routes: routes.routes}, nil
 }
 
-// withMiddleware wraps the routes in what every request passes through, outermost last. The order
-// matters: the request context (id, deadline) comes first so that everything below can log with
-// it, the observer (metrics, span, access log) sees every answer, and the final error handler is
+// withMiddleware wraps the routes in what every request passes through, outermost last. (Each
+// route adds its own deadline, or keeps a stream's deadlines: see routeTable.add.) The order
+// matters: the request id comes first so that everything below can log with it, the observer (metrics, span, access log) sees every answer, and the final error handler is
 // below CORS and the security headers so that an error it writes carries them.
-func withMiddleware(cfg Config, obs observer, errs *errorWriter, routes http.Handler) http.Handler {
-	h := withCleanPaths(errs, routes)
-	h = withConnectGETChecks(errs, h)
+func withMiddleware(cfg Config, obs observer, routes *routeTable, serving http.Handler) http.Handler {
+	errs := routes.errs
+	h := withCleanPaths(errs, serving)
+	h = withConnectGETChecks(routes, h)
 	h = withBodyLimit(cfg.MaxBodyBytes, h)
 	h = withChunkedRequestsClosing(h)
 	h = withRecover(cfg.Logger, errs, h)
-	h = withSecurityHeaders(errs, h)
+	h = withSecurityHeaders(routes, h)
 	h = withCORS(cfg.CORSOrigins, h)
 	h = withObservation(obs, h)
-	return withRequestContext(cfg.RequestTimeout, cfg.TrustRequestID, watchPaths, h)
+	return withRequestID(cfg.TrustRequestID, h)
 }
 
 // withCleanPaths answers 404 for a path with dot segments or doubled slashes, or with
@@ -175,7 +182,7 @@ func answerMiss(known *http.ServeMux, errs *errorWriter) http.Handler {
 				"method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow))
 			return
 		}
-		if errs.isRPC(r) {
+		if errs.routes.isRPC(r) {
 			errs.write(w, r, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("no procedure %s", r.URL.Path)))
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/users"
 )
 
 // mergePatch reads a merge patch of a user. Every member it names goes into the mask: a value sets
@@ -34,7 +35,7 @@ func mergePatch(body []byte) (*usersv1.User, *fieldmaskpb.FieldMask, error) {
 			return nil, nil, fmt.Errorf("merge patch member %q accepted by protojson but not found", member)
 		}
 		name := string(field.Name())
-		if outputOnlyUserFields[name] {
+		if users.IsOutputOnlyUserField(name) {
 			continue // ignored, as in every body; a conflicting id is still refused by UpdateUser
 		}
 		if string(value) == "null" && name == "name" {

@@ -15,6 +15,8 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"usersd/users"
 )
 
 // Label values for what no route serves and for methods the service has no route for.
@@ -51,7 +53,7 @@ type metrics struct {
 	inFlight    prometheus.Gauge
 	replays     prometheus.Counter
 	refusedKeys *prometheus.CounterVec
-	// Watches of the change log (watch.go).
+	// Watches of the change log (users.Service.Watch).
 	watchers   prometheus.Gauge
 	eventsSent prometheus.Counter
 	watchesCut *prometheus.CounterVec
@@ -212,34 +214,36 @@ func (m *metrics) addSeries(route *routeStats, o outcome) series {
 	return s
 }
 
-func (m *metrics) idempotentReplay() {
+// The service's own counts (users.Metrics).
+var _ users.Metrics = (*metrics)(nil)
+
+func (m *metrics) IdempotentReplay() {
 	if m != nil {
 		m.replays.Inc()
 	}
 }
 
-// watchStarted and watchEnded count the open watches.
-func (m *metrics) watchStarted() {
+func (m *metrics) IdempotencyKeyRefused(reason string) { m.refusedKey("idempotency_key", reason) }
+
+func (m *metrics) WatchStarted() {
 	if m != nil {
 		m.watchers.Inc()
 	}
 }
 
-func (m *metrics) watchEnded() {
+func (m *metrics) WatchEnded() {
 	if m != nil {
 		m.watchers.Dec()
 	}
 }
 
-// eventSent counts a change sent to one watcher.
-func (m *metrics) eventSent() {
+func (m *metrics) EventsSent(n int) {
 	if m != nil {
-		m.eventsSent.Inc()
+		m.eventsSent.Add(float64(n))
 	}
 }
 
-// watchCut counts a watch that the server refused or ended, by reason.
-func (m *metrics) watchCut(reason string) {
+func (m *metrics) WatchCut(reason string) {
 	if m != nil {
 		m.watchesCut.WithLabelValues(reason).Inc()
 	}

@@ -1,5 +1,5 @@
-// Middleware that every request passes through: request id, access log, the final error handler
-// (recover) and the body limit.
+// Middleware that every request passes through: request id, the final error handler (recover),
+// the body limit, and the checks that HTTP needs before any route.
 package handlers
 
 import (
@@ -14,24 +14,17 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"runtime/debug"
-	"slices"
-	"time"
 
 	"connectrpc.com/connect"
 )
 
-// withRequestContext gives every request an id, echoed in the response so that a client can quote
-// it, and gives its work a deadline (none if timeout is 0), which the store's queries honour: a
-// request cannot hold a connection or the writer for longer, and a client that goes away cancels
-// it at once. Both go into the request's context in one step, since each step copies the request.
-// The id is the request's X-Request-Id only if trustHeader says a proxy sets it (a sane one);
-// otherwise it is new, and a sane X-Request-Id is kept to be logged beside it. A request for one of
-// the streams (paths of streams that last as long as their client watches) has no deadline: it
-// sets its own deadlines on its connection as it goes (see watchStream); and it gets a flushGate,
-// to send a batch of messages with one flush.
-func withRequestContext(timeout time.Duration, trustHeader bool, streams []string, next http.Handler) http.Handler {
+// withRequestID gives every request an id, echoed in the response so that a client can quote it,
+// and logged with every line of the request. The id is the request's X-Request-Id only if
+// trustHeader says a proxy sets it (a sane one); otherwise it is new, and a sane X-Request-Id is
+// kept to be logged beside it.
+func withRequestID(trustHeader bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		info := &requestInfo{writer: w}
+		info := &requestInfo{}
 		if sent := r.Header.Get("X-Request-Id"); isSafeRequestID(sent) {
 			if trustHeader {
 				info.id = sent
@@ -43,16 +36,7 @@ func withRequestContext(timeout time.Duration, trustHeader bool, streams []strin
 			info.id = newRequestID()
 		}
 		w.Header().Set("X-Request-Id", info.id)
-		ctx := context.WithValue(r.Context(), requestInfoKey{}, info)
-		if slices.Contains(streams, r.URL.Path) {
-			info.flushes = &flushGate{ResponseWriter: w}
-			w = info.flushes
-		} else if timeout > 0 {
-			timed := newLazyDeadline(ctx, time.Now().Add(timeout))
-			defer timed.stop()
-			ctx = timed
-		}
-		next.ServeHTTP(w, r.WithContext(ctx))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info)))
 	})
 }
 
@@ -134,7 +118,7 @@ func withRecover(logger *slog.Logger, errs *errorWriter, next http.Handler) http
 			}
 			fault := fmt.Errorf("panic: %v\n%s", p, debug.Stack())
 			if rec.status != 0 {
-				logger.ErrorContext(r.Context(), "panic after the response began", "request_id", requestID(r.Context()), "error", fault)
+				logger.ErrorContext(r.Context(), "panic after the response began", "error", fault)
 				panic(http.ErrAbortHandler) // too late for an error answer: cut the response off
 			}
 			errs.write(w, r, fault) // logs the fault and answers with the fixed internal error
@@ -157,14 +141,14 @@ func withBodyLimit(limit int64, next http.Handler) http.Handler {
 
 // withConnectGETChecks refuses a Connect GET whose base64 message does not decode, as
 // invalid_argument: connect-go v1.21.1 answers it unknown (500), as it does any message it cannot read.
-func withConnectGETChecks(errs *errorWriter, next http.Handler) http.Handler {
+func withConnectGETChecks(routes *routeTable, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A Connect GET carries its message in the query, so a GET without one (every REST read of
 		// a user) is not looked at further.
-		if r.Method == http.MethodGet && r.URL.RawQuery != "" && errs.isRPC(r) {
+		if r.Method == http.MethodGet && r.URL.RawQuery != "" && routes.isRPC(r) {
 			query := r.URL.Query()
 			if message := query.Get("message"); query.Get("base64") == "1" && !isURLBase64(message) {
-				errs.write(w, r, connect.NewError(connect.CodeInvalidArgument, errors.New("the message parameter is not URL-safe base64")))
+				routes.errs.write(w, r, connect.NewError(connect.CodeInvalidArgument, errors.New("the message parameter is not URL-safe base64")))
 				return
 			}
 		}

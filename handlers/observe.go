@@ -23,7 +23,7 @@ type observer struct {
 	metrics   *metrics
 	tracer    trace.Tracer
 	accessLog io.Writer
-	errs      *errorWriter // tells a miss under an RPC path from one elsewhere
+	routes    *routeTable // tells a miss that is an RPC's from one of REST
 }
 
 // traceContext reads and writes the W3C traceparent and tracestate headers, which every protocol
@@ -60,7 +60,7 @@ func withObservation(o observer, next http.Handler) http.Handler {
 				route = info.route
 			}
 			// A miss is an RPC's if it is under an RPC path, or speaks an RPC protocol.
-			protocol := protocolOf(r, route.rpc || !matched && o.errs.isRPC(r))
+			protocol := protocolOf(r, route.rpc || !matched && o.routes.isRPC(r))
 			ended := outcome{method: method, protocol: protocol, code: codeOf(protocol, info, rec.status, rec.Header())}
 			o.metrics.requestEnded(route, ended, end.Sub(start))
 			var spanContext trace.SpanContext

@@ -1,18 +1,21 @@
+// What is known of a request beyond the request itself: its ids, the route that served it and the
+// code it ended with, which the observer reports once the answer is done.
 package handlers
 
 import (
 	"context"
-	"net/http"
+	"log/slog"
 
 	"connectrpc.com/connect"
 )
 
 type requestInfoKey struct{}
 
-// requestInfo is what is known of a request beyond the request itself. withRequestContext puts it
-// in the request's context, with the request's ids; the layers below fill in what they learn (the
-// route that served it, the RPC code it ended with), which withObservation reads once the answer
-// is done, so that the request's metrics and span name the route and the code, never a raw path.
+// requestInfo is what is known of a request beyond the request itself. withRequestID puts it in
+// the request's context, with the request's ids. Two fields are learnt below, each written in one
+// place: the route table sets route as it serves a request, and recordRPCCode the code an RPC ended
+// with. withObservation reads them once the answer is done, so that the request's metrics and span
+// name the route and the code, never a raw path.
 type requestInfo struct {
 	// id is the request's id; client is the X-Request-Id that the client sent, unless that was
 	// taken as the id (empty if none, or not a sane one).
@@ -22,11 +25,6 @@ type requestInfo struct {
 	// rpcCode is the code an RPC ended with, when hasRPCCode says that one was recorded.
 	rpcCode    connect.Code
 	hasRPCCode bool
-	// writer is the connection's own writer of the answer, below every wrapper: what a stream sets
-	// its deadlines on (an RPC's method is handed no writer).
-	writer http.ResponseWriter
-	// flushes gates the flushes of a stream's answer; nil for a request that is not a stream.
-	flushes *flushGate
 }
 
 // infoOf returns the request's info, or nil outside a request.
@@ -49,4 +47,25 @@ func recordRPCCode(ctx context.Context, code connect.Code) {
 	if info := infoOf(ctx); info != nil {
 		info.rpcCode, info.hasRPCCode = code, true
 	}
+}
+
+// logWithRequestIDs makes every line logged with a request's context carry the request's id, so
+// that no caller has to add it (the service's own lines included).
+func logWithRequestIDs(h slog.Handler) slog.Handler { return requestIDLogHandler{h} }
+
+type requestIDLogHandler struct{ slog.Handler }
+
+func (h requestIDLogHandler) Handle(ctx context.Context, record slog.Record) error {
+	if id := requestID(ctx); id != "" {
+		record.AddAttrs(slog.String("request_id", id))
+	}
+	return h.Handler.Handle(ctx, record)
+}
+
+func (h requestIDLogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return requestIDLogHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h requestIDLogHandler) WithGroup(name string) slog.Handler {
+	return requestIDLogHandler{h.Handler.WithGroup(name)}
 }

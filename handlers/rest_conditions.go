@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/users"
 )
 
 // writeCondition returns the etag condition of a REST write of user id. If-Match alone is passed on
@@ -18,35 +19,42 @@ import (
 // 404 whatever the condition; If-Match is evaluated first, then If-None-Match; a failed condition is
 // 412. A passed one becomes If-Match on the etag just read, so that the write happens only if the
 // user is still as checked (a write in between is answered 412, and the client reads again).
-func writeCondition(ctx context.Context, users *Users, r *http.Request, id int32) (string, error) {
+func writeCondition(ctx context.Context, service *users.Service, r *http.Request, id int32) (string, error) {
 	ifMatch, hasIfMatch := headerList(r, "If-Match")
 	ifNoneMatch, hasIfNoneMatch := headerList(r, "If-None-Match")
 	if !hasIfNoneMatch && (!hasIfMatch || ifMatch != "") {
 		return ifMatch, nil
 	}
 	// A malformed list is 400, before the user is read.
-	matchTags, matchAny, err := parseTagList(ifMatch)
+	matchTags, err := parseTagList(ifMatch)
 	if err != nil {
 		return "", err
 	}
-	noneTags, noneAny, err := parseTagList(ifNoneMatch)
+	noneTags, err := parseTagList(ifNoneMatch)
 	if err != nil {
 		return "", err
 	}
-	user, err := users.GetUser(ctx, &usersv1.GetUserRequest{Id: id})
+	user, err := service.GetUser(ctx, &usersv1.GetUserRequest{Id: id})
 	if err != nil {
 		return "", err
 	}
 	current := user.GetEtag()
-	if hasIfMatch && !holdsTag(matchTags, matchAny, current, false) {
-		return "", newHTTPError(http.StatusPreconditionFailed, connect.CodeFailedPrecondition,
+	if hasIfMatch && !matchTags.HoldsStrong(current) {
+		return "", users.NewError(connect.CodeAborted, users.ReasonEtagMismatch,
 			"If-Match does not match the user's etag %s; read the user again", current)
 	}
-	if hasIfNoneMatch && holdsTag(noneTags, noneAny, current, true) {
-		return "", newHTTPError(http.StatusPreconditionFailed, connect.CodeFailedPrecondition,
+	if hasIfNoneMatch && noneTags.HoldsWeak(current) {
+		return "", users.NewError(connect.CodeAborted, users.ReasonEtagMismatch,
 			"If-None-Match matches the user's etag %s", current)
 	}
 	return current, nil
+}
+
+// noneMatch reports whether an If-None-Match value matches a current etag, comparing weakly (the
+// W/ prefix is ignored). A value that does not parse matches nothing, so the full answer is sent.
+func noneMatch(value, current string) bool {
+	tags, err := users.ParseEntityTags(value)
+	return err == nil && tags.HoldsWeak(current)
 }
 
 // headerList returns a header's lines joined into one list ("" when it holds only empty elements),
@@ -61,11 +69,11 @@ func headerList(r *http.Request, name string) (list string, present bool) {
 	return list, lines != nil
 }
 
-// parseTagList is parseEntityTags for a list that headerList may have found empty (the header
-// absent, or holding no tags), which holds no tags rather than being malformed.
-func parseTagList(list string) (tags []entityTag, wildcard bool, err error) {
+// parseTagList is users.ParseEntityTags for a list that headerList may have found empty (the
+// header absent, or holding no tags), which holds no tags rather than being malformed.
+func parseTagList(list string) (users.EntityTags, error) {
 	if list == "" {
-		return nil, false, nil
+		return users.EntityTags{}, nil
 	}
-	return parseEntityTags(list)
+	return users.ParseEntityTags(list)
 }

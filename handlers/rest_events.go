@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/users"
 )
 
 // sseEventNames are the SSE event names of the kinds of change.
@@ -24,7 +25,7 @@ var sseEventNames = map[usersv1.UserEvent_Kind]string{
 	usersv1.UserEvent_KIND_HEARTBEAT: "heartbeat",
 }
 
-func watchUsersREST(users *Users, errs *errorWriter) http.Handler {
+func watchUsersREST(service *users.Service, errs *errorWriter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, err := watchRequestOf(r)
 		if err != nil {
@@ -36,13 +37,13 @@ func watchUsersREST(users *Users, errs *errorWriter) http.Handler {
 			return
 		}
 		stream := &eventStream{w: w, flusher: http.NewResponseController(w)}
-		err = users.watch(r.Context(), req, stream.send)
+		err = service.Watch(r.Context(), req, stream)
 		switch {
 		case !stream.started:
 			errs.write(w, r, err)
 		case err != nil && r.Context().Err() == nil:
 			// The status is sent: the error goes in the stream, as an event of its own.
-			stream.sendError(publicError(r.Context(), users.logger, err))
+			stream.sendError(publicError(r.Context(), errs.logger, err))
 		}
 	})
 }
@@ -76,8 +77,7 @@ func setEventStreamHeaders(w http.ResponseWriter) {
 	h.Set("X-Accel-Buffering", "no") // nginx and kin: pass each event on at once
 }
 
-// eventStream writes Server-Sent Events, each flushed as it is written (unless the watch holds
-// the flushes of a batch: see flushGate).
+// eventStream writes Server-Sent Events: a batch of them in one write and one flush.
 type eventStream struct {
 	w       http.ResponseWriter
 	flusher *http.ResponseController
@@ -85,19 +85,23 @@ type eventStream struct {
 	buf     bytes.Buffer
 }
 
-func (s *eventStream) send(m *usersv1.UserEvent) error {
-	data, err := marshalJSON(m)
-	if err != nil {
-		return err
-	}
+var _ users.WatchStream = (*eventStream)(nil)
+
+func (s *eventStream) Send(batch []*usersv1.UserEvent) error {
 	s.buf.Reset()
-	s.buf.WriteString("id: ")
-	s.buf.WriteString(strconv.FormatInt(m.GetSequence(), 10))
-	s.buf.WriteString("\nevent: ")
-	s.buf.WriteString(sseEventNames[m.GetKind()])
-	s.buf.WriteString("\ndata: ")
-	s.buf.Write(data) // compact JSON: one line
-	s.buf.WriteString("\n\n")
+	for _, m := range batch {
+		data, err := marshalJSON(m)
+		if err != nil {
+			return err
+		}
+		s.buf.WriteString("id: ")
+		s.buf.WriteString(strconv.FormatInt(m.GetSequence(), 10))
+		s.buf.WriteString("\nevent: ")
+		s.buf.WriteString(sseEventNames[m.GetKind()])
+		s.buf.WriteString("\ndata: ")
+		s.buf.Write(data) // compact JSON: one line
+		s.buf.WriteString("\n\n")
+	}
 	return s.write()
 }
 

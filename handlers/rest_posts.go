@@ -5,9 +5,10 @@ import (
 	"net/http"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/users"
 )
 
-func listPostsREST(users *Users, errs *errorWriter) http.Handler {
+func listPostsREST(service *users.Service, errs *errorWriter) http.Handler {
 	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
 		userID, err := pathID(r, "id")
 		if err != nil {
@@ -21,7 +22,7 @@ func listPostsREST(users *Users, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		res, err := users.ListUserPosts(r.Context(), &usersv1.ListUserPostsRequest{UserId: userID, Page: p.page, Limit: p.limit, PageToken: p.cursor})
+		res, err := service.ListUserPosts(r.Context(), &usersv1.ListUserPostsRequest{UserId: userID, Page: p.page, Limit: p.limit, PageToken: p.cursor})
 		if err != nil {
 			return err
 		}
@@ -30,7 +31,7 @@ func listPostsREST(users *Users, errs *errorWriter) http.Handler {
 	})
 }
 
-func createPostREST(users *Users, errs *errorWriter) http.Handler {
+func createPostREST(service *users.Service, errs *errorWriter) http.Handler {
 	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
 		userID, err := pathID(r, "id")
 		if err != nil {
@@ -44,7 +45,7 @@ func createPostREST(users *Users, errs *errorWriter) http.Handler {
 		if err := decodeBody(r, post); err != nil {
 			return err
 		}
-		res, replayed, err := users.createUserPost(r.Context(), &usersv1.CreateUserPostRequest{UserId: userID, Post: post, RequestId: key})
+		res, replayed, err := service.CreateUserPostOnce(r.Context(), &usersv1.CreateUserPostRequest{UserId: userID, Post: post, RequestId: key})
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"usersd/users"
 )
 
 // collectionQuery is a parsed query string: only known parameters, each at most once.
@@ -108,7 +110,7 @@ func setListHeaders(w http.ResponseWriter, r *http.Request, q collectionQuery, p
 // setPagingHeaders sets X-Total-Count and a Link header (RFC 8288) with first, prev, next and last
 // pages as relative references that keep every other parameter of the request.
 func setPagingHeaders(w http.ResponseWriter, r *http.Request, q collectionQuery, page, limit, total int32) {
-	page, limit = effectivePaging(page, limit)
+	page, limit = users.EffectivePaging(page, limit)
 	last := max(1, (total+limit-1)/limit)
 	link := func(n int32, rel string) string {
 		return q.link(r, rel, func(v url.Values) { v.Set("page", strconv.Itoa(int(n))) })

@@ -8,9 +8,10 @@ import (
 	"strings"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/users"
 )
 
-func listUsersREST(users *Users, errs *errorWriter) http.Handler {
+func listUsersREST(service *users.Service, errs *errorWriter) http.Handler {
 	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
 		q, err := parseCollectionQuery(r, "role", "sort", "namePrefix", "page", "limit", "pagination", "cursor")
 		if err != nil {
@@ -20,7 +21,7 @@ func listUsersREST(users *Users, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		res, err := users.ListUsers(r.Context(), &usersv1.ListUsersRequest{
+		res, err := service.ListUsers(r.Context(), &usersv1.ListUsersRequest{
 			Role: q.text("role"), Sort: q.text("sort"), NamePrefix: q.text("namePrefix"),
 			Page: p.page, Limit: p.limit, PageToken: p.cursor,
 		})
@@ -32,7 +33,7 @@ func listUsersREST(users *Users, errs *errorWriter) http.Handler {
 	})
 }
 
-func createUserREST(users *Users, errs *errorWriter) http.Handler {
+func createUserREST(service *users.Service, errs *errorWriter) http.Handler {
 	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
 		key, err := idempotencyKey(r)
 		if err != nil {
@@ -42,7 +43,7 @@ func createUserREST(users *Users, errs *errorWriter) http.Handler {
 		if err := decodeBody(r, user); err != nil {
 			return err
 		}
-		res, replayed, err := users.createUser(r.Context(), &usersv1.CreateUserRequest{User: user, RequestId: key})
+		res, replayed, err := service.CreateUserOnce(r.Context(), &usersv1.CreateUserRequest{User: user, RequestId: key})
 		if err != nil {
 			return err
 		}
@@ -52,13 +53,13 @@ func createUserREST(users *Users, errs *errorWriter) http.Handler {
 	})
 }
 
-func getUserREST(users *Users, errs *errorWriter) http.Handler {
+func getUserREST(service *users.Service, errs *errorWriter) http.Handler {
 	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
 		id, err := pathID(r, "id")
 		if err != nil {
 			return err
 		}
-		user, err := users.GetUser(r.Context(), &usersv1.GetUserRequest{Id: id})
+		user, err := service.GetUser(r.Context(), &usersv1.GetUserRequest{Id: id})
 		if err != nil {
 			return err
 		}
@@ -71,7 +72,7 @@ func getUserREST(users *Users, errs *errorWriter) http.Handler {
 	})
 }
 
-func replaceUserREST(users *Users, errs *errorWriter) http.Handler {
+func replaceUserREST(service *users.Service, errs *errorWriter) http.Handler {
 	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
 		id, err := pathID(r, "id")
 		if err != nil {
@@ -81,11 +82,11 @@ func replaceUserREST(users *Users, errs *errorWriter) http.Handler {
 		if err := decodeBody(r, user); err != nil {
 			return err
 		}
-		condition, err := writeCondition(r.Context(), users, r, id)
+		condition, err := writeCondition(r.Context(), service, r, id)
 		if err != nil {
 			return err
 		}
-		res, err := users.ReplaceUser(r.Context(), &usersv1.ReplaceUserRequest{Id: id, User: user, Etag: condition})
+		res, err := service.ReplaceUser(r.Context(), &usersv1.ReplaceUserRequest{Id: id, User: user, Etag: condition})
 		if err != nil {
 			return err
 		}
@@ -93,7 +94,7 @@ func replaceUserREST(users *Users, errs *errorWriter) http.Handler {
 	})
 }
 
-func updateUserREST(users *Users, errs *errorWriter) http.Handler {
+func updateUserREST(service *users.Service, errs *errorWriter) http.Handler {
 	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
 		id, err := pathID(r, "id")
 		if err != nil {
@@ -107,11 +108,11 @@ func updateUserREST(users *Users, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		condition, err := writeCondition(r.Context(), users, r, id)
+		condition, err := writeCondition(r.Context(), service, r, id)
 		if err != nil {
 			return err
 		}
-		res, err := users.UpdateUser(r.Context(), &usersv1.UpdateUserRequest{Id: id, User: user, UpdateMask: mask, Etag: condition})
+		res, err := service.UpdateUser(r.Context(), &usersv1.UpdateUserRequest{Id: id, User: user, UpdateMask: mask, Etag: condition})
 		if err != nil {
 			return err
 		}
@@ -119,17 +120,17 @@ func updateUserREST(users *Users, errs *errorWriter) http.Handler {
 	})
 }
 
-func deleteUserREST(users *Users, errs *errorWriter) http.Handler {
+func deleteUserREST(service *users.Service, errs *errorWriter) http.Handler {
 	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
 		id, err := pathID(r, "id")
 		if err != nil {
 			return err
 		}
-		condition, err := writeCondition(r.Context(), users, r, id)
+		condition, err := writeCondition(r.Context(), service, r, id)
 		if err != nil {
 			return err
 		}
-		if _, err := users.DeleteUser(r.Context(), &usersv1.DeleteUserRequest{Id: id, Etag: condition}); err != nil {
+		if _, err := service.DeleteUser(r.Context(), &usersv1.DeleteUserRequest{Id: id, Etag: condition}); err != nil {
 			return err
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -146,7 +147,7 @@ func writeUser(w http.ResponseWriter, status int, user *usersv1.User) error {
 // setReplayed marks an answer that repeats the kept answer of an idempotency key.
 func setReplayed(w http.ResponseWriter, replayed bool) {
 	if replayed {
-		w.Header().Set(replayedHeader, "true")
+		w.Header().Set(users.ReplayedHeader, "true")
 	}
 }
 

@@ -1,13 +1,18 @@
-// The route table: a route is added as public or as protected, never without that choice, and the
-// table keeps the list of what was added so that tests can drive every route instead of reading
-// the source.
+// The route table: a route is added as public or as protected, never without that choice; an RPC
+// service is mounted through it, so that it alone knows which paths are RPCs; and a route that
+// streams says so as it is added, so that it alone decides which requests have a deadline. It keeps
+// the list of what was added, so that tests can drive every route instead of reading the source.
 package handlers
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+	"time"
+
+	"connectrpc.com/connect"
 )
 
 // access is who may call a route. Its zero value is no choice at all; the table never stores it.
@@ -33,6 +38,9 @@ type route struct {
 	pattern string
 	access  access
 	why     string // why a public route that may write needs no key; "" for the others
+	// stream says that the route's answer lasts as long as its client watches: it has no request
+	// deadline, and keeps its connection's deadlines itself (see streamWriter).
+	stream bool
 }
 
 // routeTable holds every route twice. serving also has a catch-all, so that a request is matched
@@ -40,22 +48,29 @@ type route struct {
 // miss is a 404 or a 405 and what Allow holds. (Asking one mux for the handler first and then
 // letting it serve matched every request twice.)
 //
-// Routes are added only by public and protected. protected wraps the handler in the key check
-// itself, so there is no separate wrapper to forget, and public refuses a route that may write
+// Routes are added only by public, protected, watch and rpc. protected wraps the handler in the key
+// check itself, so there is no separate wrapper to forget, and public refuses a route that may write
 // unless it is given a reason.
 type routeTable struct {
 	serving, known *http.ServeMux
 	keys           *APIKeys
 	errs           *errorWriter
 	metrics        *metrics // counts refused API keys
-	routes         []route
-	err            error // every refused registration; New fails with it
+	// requestTimeout is the deadline of every route's work but a stream's; watchHeartbeat is the
+	// longest a stream stays silent, which its write deadline allows for.
+	requestTimeout, watchHeartbeat time.Duration
+	// rpcPaths are the paths under which RPC services are mounted.
+	rpcPaths []string
+	routes   []route
+	err      error // every refused registration; New fails with it
 }
 
-func newRouteTable(keys *APIKeys, errs *errorWriter, metrics *metrics) *routeTable {
-	t := &routeTable{serving: http.NewServeMux(), known: http.NewServeMux(), keys: keys, errs: errs, metrics: metrics}
+func newRouteTable(keys *APIKeys, logger *slog.Logger, metrics *metrics, requestTimeout, watchHeartbeat time.Duration) *routeTable {
+	t := &routeTable{serving: http.NewServeMux(), known: http.NewServeMux(), keys: keys, metrics: metrics,
+		requestTimeout: requestTimeout, watchHeartbeat: watchHeartbeat}
+	t.errs = &errorWriter{logger: logger, rpc: connect.NewErrorWriter(), routes: t}
 	// The catch-all is not a route of the table: it only answers what no route serves, with an error.
-	t.serving.Handle("/", answerMiss(t.known, errs))
+	t.serving.Handle("/", answerMiss(t.known, t.errs))
 	return t
 }
 
@@ -63,12 +78,21 @@ func newRouteTable(keys *APIKeys, errs *errorWriter, metrics *metrics) *routeTab
 // safe without a key; without one the route is refused and New fails, so a write cannot become
 // public by an oversight.
 func (t *routeTable) public(pattern string, h http.Handler, why string) {
-	if why == "" && mayWrite(pattern) {
+	t.addPublic(route{pattern: pattern, access: accessPublic, why: why}, h)
+}
+
+// watch adds a public route whose answer is a stream that lasts as long as its client watches.
+func (t *routeTable) watch(pattern string, h http.Handler) {
+	t.addPublic(route{pattern: pattern, access: accessPublic, stream: true}, h)
+}
+
+func (t *routeTable) addPublic(r route, h http.Handler) {
+	if r.why == "" && mayWrite(r.pattern) {
 		t.err = errors.Join(t.err, fmt.Errorf("route %q may change data and is public without a reason: "+
-			"add it with protected, or say why it needs no key", pattern))
+			"add it with protected, or say why it needs no key", r.pattern))
 		return
 	}
-	t.add(route{pattern: pattern, access: accessPublic, why: why}, h)
+	t.add(r, h)
 }
 
 // protected adds a route that only a request with a valid API key reaches. The key is checked
@@ -77,15 +101,46 @@ func (t *routeTable) protected(pattern string, h http.Handler) {
 	t.add(route{pattern: pattern, access: accessProtected}, requireAPIKey(t.keys, t.errs, t.metrics, h))
 }
 
-// add serves h at the route's pattern, and records the route in each request it serves (see
-// requestInfo): its pattern without the method is the route label of the request's metrics and
-// span. A route under an RPC service's path serves an RPC.
+// rpcMethod is a method of an RPC service. reads says why the method changes nothing; it is empty
+// for a method that may change data, which then needs a key. stream says that the method streams
+// its answer for as long as its client watches.
+type rpcMethod struct {
+	name   string
+	reads  string
+	stream bool
+}
+
+// rpc mounts each method of an RPC service at its own path under path, and records path as an
+// RPC's, so that the paths whose errors are written in the RPC protocol are exactly the ones
+// mounted here. A method that is not mounted is then a miss under an RPC path, answered
+// unimplemented in the caller's protocol (connect's handler would answer plain text).
+func (t *routeTable) rpc(path string, h http.Handler, methods []rpcMethod) {
+	t.rpcPaths = append(t.rpcPaths, path) // first: add asks which routes are RPCs
+	for _, m := range methods {
+		r := route{pattern: path + m.name, access: accessPublic, why: m.reads, stream: m.stream}
+		if m.reads == "" {
+			r.access = accessProtected
+			t.add(r, requireAPIKey(t.keys, t.errs, t.metrics, h))
+			continue
+		}
+		t.addPublic(r, h)
+	}
+}
+
+// add serves h at the route's pattern: within the request deadline, or as a stream. It records the
+// route in each request it serves (see requestInfo): its pattern without the method is the route
+// label of the request's metrics and span.
 func (t *routeTable) add(r route, h http.Handler) {
 	label := r.pattern
 	if i := strings.IndexAny(label, " \t"); i >= 0 {
 		label = strings.TrimLeft(label[i:], " \t")
 	}
-	stats := newRouteStats(label, t.errs.underRPCPath(label))
+	stats := newRouteStats(label, t.isRPCPath(label))
+	if r.stream {
+		h = asStream(t.watchHeartbeat, h)
+	} else {
+		h = withDeadline(t.requestTimeout, h)
+	}
 	served := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if info := infoOf(req.Context()); info != nil {
 			info.route = stats
@@ -95,6 +150,25 @@ func (t *routeTable) add(r route, h http.Handler) {
 	t.serving.Handle(r.pattern, served)
 	t.known.Handle(r.pattern, served)
 	t.routes = append(t.routes, r)
+}
+
+// isRPCPath reports whether path is under a mounted RPC service's path.
+func (t *routeTable) isRPCPath(path string) bool {
+	for _, prefix := range t.rpcPaths {
+		if strings.HasPrefix(path, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// isRPC reports whether r is addressed to an RPC service: it is under a mounted service's path, or
+// it speaks gRPC or gRPC-Web (content types REST never uses), or it says it speaks Connect. Both
+// kinds of request may be POSTs of application/json, so the path tells them apart first. It is the
+// one answer to "is this an RPC?": the error writer, the security headers and the observer ask it.
+func (t *routeTable) isRPC(r *http.Request) bool {
+	return strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") || r.Header.Get("Connect-Protocol-Version") != "" ||
+		t.isRPCPath(r.URL.Path)
 }
 
 // mayWrite reports whether a request matched by pattern may change data: its method is not GET or

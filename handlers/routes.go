@@ -22,22 +22,7 @@ import (
 const compressMinBytes = 4 << 10
 
 func addRoutes(routes *routeTable, d deps) error {
-	users, errs := d.users, d.errs
-	// mountRPC mounts each method of an RPC service at its own path, and records the service's path
-	// with the error writer, so that the paths whose errors are written in the RPC protocol are
-	// exactly the ones mounted here. A method that is not mounted is then a miss under an RPC path,
-	// answered unimplemented in the caller's protocol (connect's handler would answer plain text).
-	// A method needs a key unless it says why it only reads.
-	mountRPC := func(path string, h http.Handler, methods []rpcMethod) {
-		errs.rpcPrefixes = append(errs.rpcPrefixes, path) // first: the route table asks it which routes are RPCs
-		for _, m := range methods {
-			if m.reads == "" {
-				routes.protected(path+m.name, h)
-			} else {
-				routes.public(path+m.name, h, m.reads)
-			}
-		}
-	}
+	service, errs := d.users, d.errs
 	rpcOptions := []connect.HandlerOption{
 		connect.WithCodec(jsonCodecs[0]), connect.WithCodec(jsonCodecs[1]), connect.WithCodec(protoCodec{}),
 		connect.WithReadMaxBytes(int(d.MaxBodyBytes)),
@@ -49,11 +34,12 @@ func addRoutes(routes *routeTable, d deps) error {
 	}
 
 	// RPC: gRPC, gRPC-Web and Connect on one handler. Every method that is not marked
-	// NO_SIDE_EFFECTS in the proto changes data and needs a key, so a new RPC is protected by default.
-	usersPath, usersRPC := usersv1connect.NewUsersHandler(users, rpcOptions...)
-	mountRPC(usersPath, usersRPC, rpcMethods(usersv1.File_users_v1_users_proto.Services().ByName("Users")))
+	// NO_SIDE_EFFECTS in the proto changes data and needs a key, so a new RPC is protected by default;
+	// every method that streams its answer is a stream route, so a new one has no request deadline.
+	usersPath, usersRPC := usersv1connect.NewUsersHandler(rpcUsers{service}, rpcOptions...)
+	routes.rpc(usersPath, usersRPC, rpcMethods(usersv1.File_users_v1_users_proto.Services().ByName("Users")))
 	healthPath, healthRPC := grpchealth.NewHandler(d.health, rpcOptions...)
-	mountRPC(healthPath, healthRPC, []rpcMethod{
+	routes.rpc(healthPath, healthRPC, []rpcMethod{
 		{name: "Check", reads: "it answers the serving status"},
 		{name: "Watch", reads: "it streams the serving status"},
 	})
@@ -62,19 +48,19 @@ func addRoutes(routes *routeTable, d deps) error {
 		grpcreflect.NewHandlerV1, grpcreflect.NewHandlerV1Alpha,
 	} {
 		reflectionPath, reflection := newReflection(reflector, rpcOptions...)
-		mountRPC(reflectionPath, reflection, []rpcMethod{{name: "ServerReflectionInfo", reads: "it only describes the services"}})
+		routes.rpc(reflectionPath, reflection, []rpcMethod{{name: "ServerReflectionInfo", reads: "it only describes the services"}})
 	}
 
 	// REST: reads are public, writes need a key.
-	routes.public("GET /users", listUsersREST(users, errs), "")
-	routes.protected("POST /users", createUserREST(users, errs))
-	routes.public("GET /users/events", watchUsersREST(users, errs), "")
-	routes.public("GET /users/{id}", getUserREST(users, errs), "")
-	routes.protected("PUT /users/{id}", replaceUserREST(users, errs))
-	routes.protected("PATCH /users/{id}", updateUserREST(users, errs))
-	routes.protected("DELETE /users/{id}", deleteUserREST(users, errs))
-	routes.public("GET /users/{id}/posts", listPostsREST(users, errs), "")
-	routes.protected("POST /users/{id}/posts", createPostREST(users, errs))
+	routes.public("GET /users", listUsersREST(service, errs), "")
+	routes.protected("POST /users", createUserREST(service, errs))
+	routes.watch("GET /users/events", watchUsersREST(service, errs))
+	routes.public("GET /users/{id}", getUserREST(service, errs), "")
+	routes.protected("PUT /users/{id}", replaceUserREST(service, errs))
+	routes.protected("PATCH /users/{id}", updateUserREST(service, errs))
+	routes.protected("DELETE /users/{id}", deleteUserREST(service, errs))
+	routes.public("GET /users/{id}/posts", listPostsREST(service, errs), "")
+	routes.protected("POST /users/{id}/posts", createPostREST(service, errs))
 
 	// The service's own routes.
 	routes.public("GET /health", healthREST(d.health), "")
@@ -93,26 +79,16 @@ func addRoutes(routes *routeTable, d deps) error {
 	return routes.err
 }
 
-// watchPaths are the paths of the watches of users, which last as long as their clients watch and
-// so have no request deadline (see withRequestContext).
-var watchPaths = []string{"/users/events", usersv1connect.UsersWatchUsersProcedure}
-
-// rpcMethod is a method of an RPC service. reads says why the method changes nothing; it is empty
-// for a method that may change data, which then needs a key.
-type rpcMethod struct {
-	name  string
-	reads string
-}
-
-// rpcMethods lists the service's methods. Every method that is not marked NO_SIDE_EFFECTS may change
-// data, so a new method needs a key unless the proto says it only reads.
+// rpcMethods lists the service's methods, as its descriptor declares them. Every method that is not
+// marked NO_SIDE_EFFECTS may change data, so a new method needs a key unless the proto says it only
+// reads; a method that streams its answer (and reads no stream) is a stream route.
 func rpcMethods(service protoreflect.ServiceDescriptor) []rpcMethod {
 	var out []rpcMethod
 	methods := service.Methods()
 	for i := range methods.Len() {
 		m := methods.Get(i)
 		options, _ := m.Options().(*descriptorpb.MethodOptions)
-		method := rpcMethod{name: string(m.Name())}
+		method := rpcMethod{name: string(m.Name()), stream: m.IsStreamingServer() && !m.IsStreamingClient()}
 		if options.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS {
 			method.reads = "the proto marks it NO_SIDE_EFFECTS"
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"usersd/handlers"
+	"usersd/users"
 )
 
 type config struct {
@@ -129,8 +130,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	s.duration(&l.http2PingTimeout, "http2-ping-timeout", "USERS_HTTP2_PING_TIMEOUT", 30*time.Second, "silence on an HTTP/2 connection after which it is pinged, and the wait for the answer")
 	s.bool(&cfg.trustRequestID, "trust-request-id", "USERS_TRUST_REQUEST_ID", false, "take X-Request-Id as the request's id: only behind a proxy that sets it on every request")
 	s.string(&cfg.adminAddr, "admin-addr", "USERS_ADMIN_ADDR", "", "address of the admin listener: Prometheus metrics (/metrics) and Go's profiler (/debug/pprof/); keep it off the public network; empty means off")
-	s.int64(&cfg.maxWatchers, "max-watchers", "USERS_MAX_WATCHERS", handlers.DefaultMaxWatchers, "watches of users (WatchUsers, GET /users/events) open at once; more are refused with RESOURCE_EXHAUSTED / 429")
-	s.duration(&cfg.watchHeartbeat, "watch-heartbeat", "USERS_WATCH_HEARTBEAT", handlers.DefaultWatchHeartbeat, "longest silence of a watch: a heartbeat is sent after it; keep it under the idle timeout of every proxy on the way")
+	s.int64(&cfg.maxWatchers, "max-watchers", "USERS_MAX_WATCHERS", users.DefaultMaxWatchers, "watches of users (WatchUsers, GET /users/events) open at once; more are refused with RESOURCE_EXHAUSTED / 429")
+	s.duration(&cfg.watchHeartbeat, "watch-heartbeat", "USERS_WATCH_HEARTBEAT", users.DefaultWatchHeartbeat, "longest silence of a watch: a heartbeat is sent after it; keep it under the idle timeout of every proxy on the way")
 	var debugAddr string
 	s.string(&debugAddr, "debug-addr", "USERS_DEBUG_ADDR", "", "the former name of -admin-addr, which it now means")
 	if len(s.errs) > 0 {

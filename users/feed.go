@@ -1,6 +1,6 @@
 // The feed: one reader of the change log per process, which hands each change to every watcher, so
 // that a thousand watchers cost one read of the log per change rather than a thousand.
-package handlers
+package users
 
 import (
 	"context"
@@ -33,10 +33,10 @@ const (
 )
 
 // readLog reads the changes after after, up to limit, within logReadTimeout.
-func readLog(ctx context.Context, s store.Store, after int64, limit int) (store.UserEvents, error) {
+func readLog(ctx context.Context, log store.ChangeLog, after int64, limit int) (store.UserEvents, error) {
 	ctx, cancel := context.WithTimeout(ctx, logReadTimeout)
 	defer cancel()
-	return s.UserEvents(ctx, after, limit)
+	return log.UserEvents(ctx, after, limit)
 }
 
 // change is a change of the log as the feed hands it out: shared by every watcher, never modified.
@@ -56,9 +56,9 @@ func changesOf(events []store.UserEvent) []change {
 
 // feed follows the change log while anyone watches, and hands what it reads to every watcher.
 type feed struct {
-	store       store.Store
+	log         store.ChangeLog
 	logger      *slog.Logger
-	metrics     *metrics
+	metrics     Metrics
 	maxWatchers int
 
 	mu sync.Mutex
@@ -81,10 +81,10 @@ type feed struct {
 	done    chan struct{}
 }
 
-func newFeed(st store.Store, logger *slog.Logger, m *metrics, maxWatchers int) *feed {
+func newFeed(log store.ChangeLog, logger *slog.Logger, m Metrics, maxWatchers int) *feed {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &feed{
-		store: st, logger: logger, metrics: m, maxWatchers: maxWatchers,
+		log: log, logger: logger, metrics: m, maxWatchers: maxWatchers,
 		listeners: map[*watcher]struct{}{},
 		wake:      make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{}),
 	}
@@ -120,14 +120,14 @@ func (w *watcher) release(n int) {
 }
 
 var (
-	errTooManyWatchers = connect.NewError(connect.CodeResourceExhausted,
-		errors.New("this server has as many watches as it allows; retry later or on another replica"))
-	errWatcherTooSlow = connect.NewError(connect.CodeResourceExhausted,
-		errors.New("this watch fell too far behind the changes; read faster, then resume after the last sequence you read"))
-	errServerStopping = connect.NewError(connect.CodeUnavailable,
-		errors.New("the server is stopping; resume after the last sequence you read"))
-	errFeedLost = connect.NewError(connect.CodeUnavailable,
-		errors.New("this server lost its place in the changes; resume after the last sequence you read"))
+	errTooManyWatchers = NewError(connect.CodeResourceExhausted, ReasonNone,
+		"this server has as many watches as it allows; retry later or on another replica")
+	errWatcherTooSlow = NewError(connect.CodeResourceExhausted, ReasonNone,
+		"this watch fell too far behind the changes; read faster, then resume after the last sequence you read")
+	errServerStopping = NewError(connect.CodeUnavailable, ReasonNone,
+		"the server is stopping; resume after the last sequence you read")
+	errFeedLost = NewError(connect.CodeUnavailable, ReasonNone,
+		"this server lost its place in the changes; resume after the last sequence you read")
 )
 
 // join counts a new watch, or refuses it when the server is at its limit or stopping.
@@ -138,11 +138,11 @@ func (f *feed) join() (*watcher, error) {
 		return nil, f.stopped
 	}
 	if f.joined >= f.maxWatchers {
-		f.metrics.watchCut("too_many")
+		f.metrics.WatchCut("too_many")
 		return nil, errTooManyWatchers
 	}
 	f.joined++
-	f.metrics.watchStarted()
+	f.metrics.WatchStarted()
 	return &watcher{ready: make(chan struct{}, 1), ended: make(chan struct{})}, nil
 }
 
@@ -156,7 +156,7 @@ func (f *feed) listen(ctx context.Context, w *watcher) error {
 		// The read is made without the lock, which every watcher's join, leave and hand-out takes.
 		// Another listener may sync the feed meanwhile; its position serves as well.
 		f.mu.Unlock()
-		now, err := readLog(ctx, f.store, -1, 0)
+		now, err := readLog(ctx, f.log, -1, 0)
 		f.mu.Lock()
 		if err != nil {
 			return err
@@ -182,7 +182,7 @@ func (f *feed) leave(w *watcher) {
 	defer f.mu.Unlock()
 	f.unlisten(w)
 	f.joined--
-	f.metrics.watchEnded()
+	f.metrics.WatchEnded()
 }
 
 // end stops handing changes to w and tells it why; the caller holds mu.
@@ -212,7 +212,7 @@ func (f *feed) hand(w *watcher, batch []change) {
 	}
 	w.mu.Unlock()
 	if tooSlow {
-		f.metrics.watchCut("too_slow")
+		f.metrics.WatchCut("too_slow")
 		f.end(w, errWatcherTooSlow)
 		return
 	}
@@ -228,7 +228,7 @@ func (f *feed) close(err error) {
 	if f.stopped == nil {
 		f.stopped = err
 		for w := range f.listeners {
-			f.metrics.watchCut("stopping")
+			f.metrics.WatchCut("stopping")
 			f.end(w, err)
 		}
 		f.cancel()
@@ -244,7 +244,7 @@ func (f *feed) close(err error) {
 // regardless, until the feed closes.
 func (f *feed) follow() {
 	defer close(f.done)
-	stopNotices := f.store.NotifyUserEvents(f.wake)
+	stopNotices := f.log.NotifyUserEvents(f.wake)
 	defer stopNotices()
 	poll := time.NewTicker(feedPollEvery)
 	defer poll.Stop()
@@ -270,7 +270,7 @@ func (f *feed) readNew(ctx context.Context) {
 		from := f.position
 		f.mu.Unlock()
 
-		page, err := readLog(ctx, f.store, from, feedBatch)
+		page, err := readLog(ctx, f.log, from, feedBatch)
 		if err != nil {
 			if ctx.Err() == nil {
 				f.lostTrack(err)

@@ -1,5 +1,5 @@
 // Field masks: which fields of a user an UpdateUser request sets (AIP-134).
-package handlers
+package users
 
 import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -10,6 +10,10 @@ import (
 
 // outputOnlyUserFields are ignored in an update mask, as their values are ignored in a body.
 var outputOnlyUserFields = map[string]bool{"id": true, "created_at": true, "updated_at": true, "etag": true}
+
+// IsOutputOnlyUserField reports whether the field of User that name names (its proto name) is
+// output only: ignored in a body and in an update mask.
+func IsOutputOnlyUserField(name string) bool { return outputOnlyUserFields[name] }
 
 // userChanges reads the changes that user and mask ask for. A nil mask means every field that user
 // populates; "*" means every writable field; an empty mask means none.

@@ -1,5 +1,5 @@
 // Conversions from stored records to the wire messages.
-package handlers
+package users
 
 import (
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -15,7 +15,7 @@ func userToProto(u store.User) *usersv1.User {
 		Role:      u.Role,
 		CreatedAt: timestamppb.New(u.CreatedAt),
 		UpdatedAt: timestamppb.New(u.UpdatedAt),
-		Etag:      etag(u),
+		Etag:      ETag(u),
 	}
 }
 
@@ -36,4 +36,19 @@ func mapSlice[T, U any](in []T, f func(T) U) []U {
 		out[i] = f(v)
 	}
 	return out
+}
+
+// eventToProto is the message of a change: the user as the change left it, the id alone for a
+// delete.
+func eventToProto(e store.UserEvent) *usersv1.UserEvent {
+	m := &usersv1.UserEvent{Sequence: e.Sequence}
+	switch e.Kind {
+	case store.EventCreated:
+		m.Kind, m.User = usersv1.UserEvent_KIND_CREATED, userToProto(e.User)
+	case store.EventUpdated:
+		m.Kind, m.User = usersv1.UserEvent_KIND_UPDATED, userToProto(e.User)
+	case store.EventDeleted:
+		m.Kind, m.User = usersv1.UserEvent_KIND_DELETED, &usersv1.User{Id: e.User.ID}
+	}
+	return m
 }

@@ -1,6 +1,6 @@
 // Entity tags (RFC 9110 section 8.8.3, AIP-154): the etag of a user, and the If-Match and
 // If-None-Match values that refer to it.
-package handlers
+package users
 
 import (
 	"strconv"
@@ -9,14 +9,14 @@ import (
 	"usersd/store"
 )
 
-// etag is the user's strong entity tag (RFC 9110), quotes included: it is derived from the version,
+// ETag is the user's strong entity tag (RFC 9110), quotes included: it is derived from the version,
 // which grows on every write, so it changes on every write.
-func etag(u store.User) string {
+func ETag(u store.User) string {
 	return `"` + strconv.FormatInt(u.Version, 10) + `"`
 }
 
-// maxEntityTags bounds the list in one If-Match value, and so the size of the query it becomes.
-const maxEntityTags = 32
+// MaxEntityTags bounds the list in one If-Match value (or etag field), and so the size of the query it becomes.
+const MaxEntityTags = 32
 
 // entityTag is one element of an If-Match or If-None-Match list.
 type entityTag struct {
@@ -31,8 +31,31 @@ func (t entityTag) version() (int64, bool) {
 	return v, err == nil && v > 0 && strconv.FormatInt(v, 10) == t.opaque
 }
 
-// parseEntityTags reads the value of If-Match or If-None-Match: "*", or a comma-separated list of
-// entity tags, possibly with empty elements (RFC 9110 section 5.6.1).
+// EntityTags is a parsed If-Match or If-None-Match value, or the etag field of an RPC request: "*"
+// or a list of tags. Its zero value is a list of no tags, which holds no etag.
+type EntityTags struct {
+	tags     []entityTag
+	wildcard bool
+}
+
+// ParseEntityTags reads "*" or a comma-separated list of entity tags, possibly with empty elements
+// (RFC 9110 section 5.6.1). A malformed value is invalid_argument.
+func ParseEntityTags(value string) (EntityTags, error) {
+	tags, wildcard, err := parseEntityTags(value)
+	return EntityTags{tags: tags, wildcard: wildcard}, err
+}
+
+// HoldsStrong reports whether the list holds current as If-Match compares: "*" holds any etag, and
+// a weak tag holds none (RFC 9110 section 8.8.3.2).
+func (t EntityTags) HoldsStrong(current string) bool {
+	return holdsTag(t.tags, t.wildcard, current, false)
+}
+
+// HoldsWeak reports whether the list holds current as If-None-Match compares, ignoring W/.
+func (t EntityTags) HoldsWeak(current string) bool {
+	return holdsTag(t.tags, t.wildcard, current, true)
+}
+
 func parseEntityTags(value string) (tags []entityTag, wildcard bool, err error) {
 	if strings.TrimSpace(value) == "*" {
 		return nil, true, nil
@@ -58,8 +81,8 @@ func parseEntityTags(value string) (tags []entityTag, wildcard bool, err error) 
 		if !isEntityTagText(tag.opaque) {
 			return nil, false, invalidArgument("entity tag list %q: a tag holds a character that tags may not", value)
 		}
-		if len(tags) == maxEntityTags {
-			return nil, false, invalidArgument("entity tag list %q: more than %d tags", value, maxEntityTags)
+		if len(tags) == MaxEntityTags {
+			return nil, false, invalidArgument("entity tag list %q: more than %d tags", value, MaxEntityTags)
 		}
 		tags = append(tags, tag)
 		rest = strings.TrimLeft(rest, " \t")
@@ -102,13 +125,6 @@ func ifMatchVersions(value string) (store.IfVersion, error) {
 		}
 	}
 	return versions, nil
-}
-
-// noneMatch reports whether an If-None-Match value matches a current etag, comparing weakly (the
-// W/ prefix is ignored). A value that does not parse matches nothing, so the full answer is sent.
-func noneMatch(value, current string) bool {
-	tags, wildcard, err := parseEntityTags(value)
-	return err == nil && holdsTag(tags, wildcard, current, true)
 }
 
 // holdsTag reports whether a parsed list holds current: "*" holds any, no tags none. weak compares

@@ -1,5 +1,5 @@
 // Input rules shared by every RPC and so by every REST route: ids, text fields, paging and sorting.
-package handlers
+package users
 
 import (
 	"strings"
@@ -121,12 +121,12 @@ func pageBounds(page, limit int32, pageToken string) (offset int64, effectiveLim
 	if limit < 0 {
 		return 0, 0, invalidArgument("limit must be a positive integer, got %d", limit)
 	}
-	page, limit = effectivePaging(page, limit)
+	page, limit = EffectivePaging(page, limit)
 	return int64(page-1) * int64(limit), int(limit), nil
 }
 
 // effectivePaging applies the defaults to a page and limit that are not negative.
-func effectivePaging(page, limit int32) (int32, int32) {
+func EffectivePaging(page, limit int32) (int32, int32) {
 	if page == 0 {
 		page = 1
 	}

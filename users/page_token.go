@@ -1,5 +1,5 @@
 // Page tokens (AIP-158): the opaque position of a list's next page, bound to the query it came from.
-package handlers
+package users
 
 import (
 	"encoding/base64"

@@ -1,9 +1,14 @@
-// The one implementation of the Users service: validation, paging and the store calls. RPCs reach it
-// through connect-go; REST routes adapt HTTP requests to the same methods.
-package handlers
+// Package users holds the rules of the users service: the one implementation of users.v1.Users
+// behind REST and every RPC protocol. Validation, page tokens, update masks, etags, idempotency
+// keys, the conversions to the wire messages, the error vocabulary, and the watches of users with
+// the feed that serves them all live here, once. It knows nothing of HTTP: the HTTP face
+// (package handlers) turns requests into the proto messages, puts the caller in the context
+// (WithCaller), hands a watch a stream (WatchStream), and turns an Error's code into a status.
+package users
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -14,24 +19,73 @@ import (
 	"usersd/store"
 )
 
-// Users implements the users.v1.Users service on a store.
-type Users struct {
+const (
+	// DefaultWatchHeartbeat is how long a watch stays silent at most when Options.WatchHeartbeat
+	// is 0: under the idle timeouts of common proxies and load balancers (30 to 60 seconds).
+	DefaultWatchHeartbeat = 15 * time.Second
+	// DefaultMaxWatchers is the limit of open watches when Options.MaxWatchers is 0.
+	DefaultMaxWatchers = 10_000
+)
+
+// Options is what a Service depends on.
+type Options struct {
+	Store  store.Store
+	Logger *slog.Logger
+	// Metrics counts idempotent replays, refused idempotency keys and watches; nil counts nothing.
+	Metrics Metrics
+	// MaxWatchers limits the watches of users open at once; 0 means DefaultMaxWatchers.
+	MaxWatchers int
+	// WatchHeartbeat is the longest a watch stays silent; 0 means DefaultWatchHeartbeat.
+	WatchHeartbeat time.Duration
+}
+
+// Service implements the users.v1.Users service on a store.
+type Service struct {
 	store   store.Store
 	logger  *slog.Logger
-	metrics *metrics // counts idempotent replays, refused idempotency keys and watches; nil counts nothing
-	// feed hands the changes of users to the watches (watch.go); heartbeat is a watch's longest silence.
+	metrics Metrics
+	// feed hands the changes of users to the watches (see Watch); heartbeat is a watch's longest silence.
 	feed      *feed
 	heartbeat time.Duration
 }
 
-var _ usersv1connect.UsersHandler = (*Users)(nil)
+var _ usersv1connect.UsersHandler = (*Service)(nil)
+
+// New returns the service on opts.Store. EndWatches must be called when it is no longer used.
+func New(opts Options) (*Service, error) {
+	if opts.Store == nil || opts.Logger == nil {
+		return nil, errors.New("users.New needs a store and a logger")
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = noMetrics{}
+	}
+	if opts.MaxWatchers == 0 {
+		opts.MaxWatchers = DefaultMaxWatchers
+	}
+	if opts.WatchHeartbeat == 0 {
+		opts.WatchHeartbeat = DefaultWatchHeartbeat
+	}
+	return &Service{
+		store: opts.Store, logger: opts.Logger, metrics: opts.Metrics,
+		feed:      newFeed(opts.Store, opts.Logger, opts.Metrics, opts.MaxWatchers),
+		heartbeat: opts.WatchHeartbeat,
+	}, nil
+}
+
+// WatchHeartbeat is the longest a watch stays silent: a stream's deadlines must allow for it.
+func (s *Service) WatchHeartbeat() time.Duration { return s.heartbeat }
+
+// EndWatches ends every watch of users with UNAVAILABLE, so that clients resume on another
+// replica, and refuses new ones: a watch never ends by itself, so a server that waits for its
+// requests to finish must end them first.
+func (s *Service) EndWatches() { s.feed.close(errServerStopping) }
 
 // GetUser returns one user.
-func (u *Users) GetUser(ctx context.Context, req *usersv1.GetUserRequest) (*usersv1.User, error) {
+func (s *Service) GetUser(ctx context.Context, req *usersv1.GetUserRequest) (*usersv1.User, error) {
 	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
 	}
-	user, err := u.store.GetUser(ctx, req.GetId())
+	user, err := s.store.GetUser(ctx, req.GetId())
 	if err != nil {
 		return nil, fromStore(err)
 	}
@@ -39,7 +93,7 @@ func (u *Users) GetUser(ctx context.Context, req *usersv1.GetUserRequest) (*user
 }
 
 // ListUsers returns one page of users, the number of matches, and the token of the next page.
-func (u *Users) ListUsers(ctx context.Context, req *usersv1.ListUsersRequest) (*usersv1.ListUsersResponse, error) {
+func (s *Service) ListUsers(ctx context.Context, req *usersv1.ListUsersRequest) (*usersv1.ListUsersResponse, error) {
 	sort, err := parseSort(req.GetSort())
 	if err != nil {
 		return nil, err
@@ -58,7 +112,7 @@ func (u *Users) ListUsers(ctx context.Context, req *usersv1.ListUsersRequest) (*
 			return nil, err
 		}
 	}
-	page, err := u.store.ListUsers(ctx, q)
+	page, err := s.store.ListUsers(ctx, q)
 	if err != nil {
 		return nil, fromStore(err)
 	}
@@ -70,33 +124,35 @@ func (u *Users) ListUsers(ctx context.Context, req *usersv1.ListUsersRequest) (*
 }
 
 // CreateUser creates a user from the writable fields of req.user, once per request_id.
-func (u *Users) CreateUser(ctx context.Context, req *usersv1.CreateUserRequest) (*usersv1.CreateUserResponse, error) {
-	res, replayed, err := u.createUser(ctx, req)
+func (s *Service) CreateUser(ctx context.Context, req *usersv1.CreateUserRequest) (*usersv1.CreateUserResponse, error) {
+	res, replayed, err := s.CreateUserOnce(ctx, req)
 	markReplayed(ctx, replayed)
 	return res, err
 }
 
-// createUser is CreateUser that also says whether the answer repeats a kept one.
-func (u *Users) createUser(ctx context.Context, req *usersv1.CreateUserRequest) (*usersv1.CreateUserResponse, bool, error) {
+// CreateUserOnce is CreateUser that also reports whether the answer repeats the kept answer of an
+// earlier request with the same request_id, for a face that says so otherwise than in an RPC
+// header (REST's Idempotent-Replayed).
+func (s *Service) CreateUserOnce(ctx context.Context, req *usersv1.CreateUserRequest) (*usersv1.CreateUserResponse, bool, error) {
 	if req.GetUser() == nil {
 		return nil, false, invalidArgument("user is required")
 	}
 	if err := checkUserFields(req.GetUser()); err != nil {
 		return nil, false, err
 	}
-	if err := checkRequestID("request_id", req.GetRequestId()); err != nil {
+	if err := CheckRequestID("request_id", req.GetRequestId()); err != nil {
 		return nil, false, err
 	}
 	nu := store.NewUser{Name: req.GetUser().GetName(), Role: req.GetUser().GetRole()}
-	return createOnce(ctx, u, req.GetRequestId(), requestHash("CreateUser", nu.Name, nu.Role),
+	return createOnce(ctx, s, req.GetRequestId(), requestHash("CreateUser", nu.Name, nu.Role),
 		func(created store.User) *usersv1.CreateUserResponse {
 			return &usersv1.CreateUserResponse{User: userToProto(created)}
 		},
-		func(done *store.Completion[store.User]) (store.User, error) { return u.store.CreateUser(ctx, nu, done) })
+		func(done *store.Completion[store.User]) (store.User, error) { return s.store.CreateUser(ctx, nu, done) })
 }
 
 // ReplaceUser sets every writable field; a role left empty is cleared.
-func (u *Users) ReplaceUser(ctx context.Context, req *usersv1.ReplaceUserRequest) (*usersv1.ReplaceUserResponse, error) {
+func (s *Service) ReplaceUser(ctx context.Context, req *usersv1.ReplaceUserRequest) (*usersv1.ReplaceUserResponse, error) {
 	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
 	}
@@ -114,7 +170,7 @@ func (u *Users) ReplaceUser(ctx context.Context, req *usersv1.ReplaceUserRequest
 		return nil, err
 	}
 	name, role := req.GetUser().GetName(), req.GetUser().GetRole()
-	user, err := u.store.UpdateUser(ctx, req.GetId(), store.UserChanges{Name: &name, Role: &role}, ifVersion)
+	user, err := s.store.UpdateUser(ctx, req.GetId(), store.UserChanges{Name: &name, Role: &role}, ifVersion)
 	if err != nil {
 		return nil, fromStore(err)
 	}
@@ -122,7 +178,7 @@ func (u *Users) ReplaceUser(ctx context.Context, req *usersv1.ReplaceUserRequest
 }
 
 // UpdateUser sets the fields that the update mask names (AIP-134).
-func (u *Users) UpdateUser(ctx context.Context, req *usersv1.UpdateUserRequest) (*usersv1.UpdateUserResponse, error) {
+func (s *Service) UpdateUser(ctx context.Context, req *usersv1.UpdateUserRequest) (*usersv1.UpdateUserResponse, error) {
 	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
 	}
@@ -140,12 +196,12 @@ func (u *Users) UpdateUser(ctx context.Context, req *usersv1.UpdateUserRequest) 
 	var user store.User
 	if changes == (store.UserChanges{}) {
 		// Nothing to change: no write and no new etag, but the precondition still holds or fails.
-		user, err = u.store.GetUser(ctx, req.GetId())
+		user, err = s.store.GetUser(ctx, req.GetId())
 		if err == nil && !ifVersion.Allows(user.Version) {
 			err = fmt.Errorf("user %d: %w", user.ID, store.ErrVersionMismatch)
 		}
 	} else {
-		user, err = u.store.UpdateUser(ctx, req.GetId(), changes, ifVersion)
+		user, err = s.store.UpdateUser(ctx, req.GetId(), changes, ifVersion)
 	}
 	if err != nil {
 		return nil, fromStore(err)
@@ -154,7 +210,7 @@ func (u *Users) UpdateUser(ctx context.Context, req *usersv1.UpdateUserRequest) 
 }
 
 // DeleteUser deletes a user and the user's posts.
-func (u *Users) DeleteUser(ctx context.Context, req *usersv1.DeleteUserRequest) (*usersv1.DeleteUserResponse, error) {
+func (s *Service) DeleteUser(ctx context.Context, req *usersv1.DeleteUserRequest) (*usersv1.DeleteUserResponse, error) {
 	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
 	}
@@ -162,14 +218,14 @@ func (u *Users) DeleteUser(ctx context.Context, req *usersv1.DeleteUserRequest) 
 	if err != nil {
 		return nil, err
 	}
-	if err := u.store.DeleteUser(ctx, req.GetId(), ifVersion); err != nil {
+	if err := s.store.DeleteUser(ctx, req.GetId(), ifVersion); err != nil {
 		return nil, fromStore(err)
 	}
 	return &usersv1.DeleteUserResponse{}, nil
 }
 
 // ListUserPosts returns one page of a user's posts, by id ascending, and the token of the next page.
-func (u *Users) ListUserPosts(ctx context.Context, req *usersv1.ListUserPostsRequest) (*usersv1.ListUserPostsResponse, error) {
+func (s *Service) ListUserPosts(ctx context.Context, req *usersv1.ListUserPostsRequest) (*usersv1.ListUserPostsResponse, error) {
 	if err := checkID("user_id", req.GetUserId()); err != nil {
 		return nil, err
 	}
@@ -186,7 +242,7 @@ func (u *Users) ListUserPosts(ctx context.Context, req *usersv1.ListUserPostsReq
 		}
 		q.AfterID = t.ID
 	}
-	page, err := u.store.ListPosts(ctx, req.GetUserId(), q)
+	page, err := s.store.ListPosts(ctx, req.GetUserId(), q)
 	if err != nil {
 		return nil, fromStore(err)
 	}
@@ -198,14 +254,15 @@ func (u *Users) ListUserPosts(ctx context.Context, req *usersv1.ListUserPostsReq
 }
 
 // CreateUserPost adds a post to an existing user, once per request_id.
-func (u *Users) CreateUserPost(ctx context.Context, req *usersv1.CreateUserPostRequest) (*usersv1.CreateUserPostResponse, error) {
-	res, replayed, err := u.createUserPost(ctx, req)
+func (s *Service) CreateUserPost(ctx context.Context, req *usersv1.CreateUserPostRequest) (*usersv1.CreateUserPostResponse, error) {
+	res, replayed, err := s.CreateUserPostOnce(ctx, req)
 	markReplayed(ctx, replayed)
 	return res, err
 }
 
-// createUserPost is CreateUserPost that also says whether the answer repeats a kept one.
-func (u *Users) createUserPost(ctx context.Context, req *usersv1.CreateUserPostRequest) (*usersv1.CreateUserPostResponse, bool, error) {
+// CreateUserPostOnce is CreateUserPost that also reports whether the answer repeats a kept one
+// (see CreateUserOnce).
+func (s *Service) CreateUserPostOnce(ctx context.Context, req *usersv1.CreateUserPostRequest) (*usersv1.CreateUserPostResponse, bool, error) {
 	if err := checkID("user_id", req.GetUserId()); err != nil {
 		return nil, false, err
 	}
@@ -222,16 +279,16 @@ func (u *Users) createUserPost(ctx context.Context, req *usersv1.CreateUserPostR
 	if err := checkText("body", p.GetBody(), maxBodyLength); err != nil {
 		return nil, false, err
 	}
-	if err := checkRequestID("request_id", req.GetRequestId()); err != nil {
+	if err := CheckRequestID("request_id", req.GetRequestId()); err != nil {
 		return nil, false, err
 	}
 	userID, np := req.GetUserId(), store.NewPost{Title: p.GetTitle(), Body: p.GetBody()}
-	return createOnce(ctx, u, req.GetRequestId(), requestHash("CreateUserPost", strconv.Itoa(int(userID)), np.Title, np.Body),
+	return createOnce(ctx, s, req.GetRequestId(), requestHash("CreateUserPost", strconv.Itoa(int(userID)), np.Title, np.Body),
 		func(created store.Post) *usersv1.CreateUserPostResponse {
 			return &usersv1.CreateUserPostResponse{Post: postToProto(created)}
 		},
 		func(done *store.Completion[store.Post]) (store.Post, error) {
-			return u.store.CreatePost(ctx, userID, np, done)
+			return s.store.CreatePost(ctx, userID, np, done)
 		})
 }
 

@@ -1,0 +1,152 @@
+// Streams: the answer of a route that lasts as long as its client watches (WatchUsers on every RPC
+// protocol, GET /users/events). Such a route has no request deadline; its writer keeps the
+// connection's deadlines instead, and lets the service send a batch of messages with one flush.
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	usersv1 "usersd/gen/users/v1"
+	"usersd/users"
+)
+
+const (
+	// watchWriteTimeout is how long a stream's client may take to accept a message before the
+	// stream is cut, beyond the heartbeat interval in which the next message is due anyway.
+	watchWriteTimeout = 10 * time.Second
+	// deadlineRefreshEvery spaces the refreshes of a stream's write deadline: a refresh is a
+	// message to the connection's goroutine, and a busy stream sends many messages a second.
+	deadlineRefreshEvery = time.Second
+)
+
+// streamWriter is the writer of a stream's answer.
+//
+// Deadlines: the server's read timeout would end the connection's background read, and with it
+// the stream, however alive its client is (the client sends nothing after its request), so the
+// read deadline is cleared; and every write pushes the write deadline forward, far enough that the
+// next message (a heartbeat at the latest) is due before it passes, so that only a client that
+// stops reading is cut, after watchWriteTimeout. It replaces the server's write timeout, which
+// would otherwise end every stream.
+//
+// Flushes: connect flushes the answer after every message it sends; on HTTP/2 each flush is a DATA
+// frame of its own, handed to the connection's goroutine. While the writer is held, flushes are
+// put off until it is released. Only the stream's own goroutine uses it.
+type streamWriter struct {
+	http.ResponseWriter
+	conn          *http.ResponseController
+	heartbeat     time.Duration
+	refreshed     time.Time
+	held, pending bool
+}
+
+type streamWriterKey struct{}
+
+// asStream serves h as a stream whose longest silence is heartbeat. The stream's writer is also in
+// the request's context, for the RPC method that sends on it through connect (see rpcUsers).
+func asStream(heartbeat time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &streamWriter{ResponseWriter: w, conn: http.NewResponseController(w), heartbeat: heartbeat}
+		sw.conn.SetReadDeadline(time.Time{})
+		h.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), streamWriterKey{}, sw)))
+	})
+}
+
+// streamWriterOf returns the writer of the stream that ctx belongs to, or nil outside one.
+func streamWriterOf(ctx context.Context) *streamWriter {
+	sw, _ := ctx.Value(streamWriterKey{}).(*streamWriter)
+	return sw
+}
+
+func (s *streamWriter) WriteHeader(status int) {
+	s.refreshWriteDeadline()
+	s.ResponseWriter.WriteHeader(status)
+}
+
+func (s *streamWriter) Write(b []byte) (int, error) {
+	s.refreshWriteDeadline()
+	return s.ResponseWriter.Write(b)
+}
+
+// refreshWriteDeadline pushes the write deadline forward, once every deadlineRefreshEvery at most.
+func (s *streamWriter) refreshWriteDeadline() {
+	if now := time.Now(); now.Sub(s.refreshed) >= deadlineRefreshEvery {
+		s.conn.SetWriteDeadline(now.Add(s.heartbeat + deadlineRefreshEvery + watchWriteTimeout))
+		s.refreshed = now
+	}
+}
+
+func (s *streamWriter) Flush() { s.FlushError() }
+
+// FlushError is what http.ResponseController calls, so that a failed flush is not lost.
+func (s *streamWriter) FlushError() error {
+	if s.held {
+		s.pending = true
+		return nil
+	}
+	return s.conn.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's own writer, for deadlines.
+func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// inOneFlush runs send with the flushes held, then flushes once if anything was put off. An error
+// of send wins over one of the flush.
+func (s *streamWriter) inOneFlush(send func() error) error {
+	s.held = true
+	err := send()
+	s.held = false
+	if s.pending {
+		s.pending = false
+		if flushErr := s.conn.Flush(); err == nil {
+			err = flushErr
+		}
+	}
+	return err
+}
+
+// rpcUsers is the Users service as connect mounts it: the service's own methods, but a watch sends
+// on the stream's writer, so that a batch of changes goes out in one flush.
+type rpcUsers struct{ *users.Service }
+
+func (u rpcUsers) WatchUsers(ctx context.Context, req *usersv1.WatchUsersRequest, stream *connect.ServerStream[usersv1.UserEvent]) error {
+	return u.Watch(ctx, req, rpcWatchStream{stream: stream, writer: streamWriterOf(ctx)})
+}
+
+// rpcWatchStream sends a watch's batches on a connect stream, with one flush for each batch.
+type rpcWatchStream struct {
+	stream *connect.ServerStream[usersv1.UserEvent]
+	writer *streamWriter // nil if the route was not mounted as a stream: each message is flushed
+}
+
+func (s rpcWatchStream) Send(batch []*usersv1.UserEvent) error {
+	send := func() error {
+		for _, m := range batch {
+			if err := s.stream.Send(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if s.writer == nil {
+		return send()
+	}
+	return s.writer.inOneFlush(send)
+}
+
+// withDeadline gives a request's work a deadline (none if timeout is 0), which the store's queries
+// honour: a request cannot hold a connection or the writer for longer, and a client that goes away
+// cancels it at once.
+func withDeadline(timeout time.Duration, next http.Handler) http.Handler {
+	if timeout <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		timed := newLazyDeadline(r.Context(), time.Now().Add(timeout))
+		defer timed.stop()
+		next.ServeHTTP(w, r.WithContext(timed))
+	})
+}

@@ -1,0 +1,26 @@
+// The caller of a request: who the service acts for, put in the request's context by whatever
+// checked the caller's credentials (the HTTP face), and read by the rules that depend on it.
+package users
+
+import "context"
+
+// Caller is who makes a request.
+type Caller struct {
+	// ID names the caller in stored records, such as the owner of an idempotency key. It is never
+	// a secret: for an API key, the hex SHA-256 digest of the key.
+	ID string
+}
+
+type callerKey struct{}
+
+// WithCaller returns a context that carries caller.
+func WithCaller(ctx context.Context, caller Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, caller)
+}
+
+// CallerOf returns the caller that ctx carries, and whether it carries one: a request whose
+// credentials were not checked (a public read) has none.
+func CallerOf(ctx context.Context) (Caller, bool) {
+	caller, ok := ctx.Value(callerKey{}).(Caller)
+	return caller, ok && caller.ID != ""
+}

@@ -1,0 +1,115 @@
+// Idempotency keys (the README's "Safe retries and concurrent edits", AIP-155): a create that carries a key runs at most once per
+// caller and key, and its repeats get the first answer again, on REST and RPC alike.
+package users
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	"usersd/store"
+)
+
+const (
+	// ReplayedHeader marks an answer that repeats a kept one, on REST and RPC alike.
+	ReplayedHeader = "Idempotent-Replayed"
+
+	// MaxRequestIDLength is the longest idempotency key, in bytes.
+	MaxRequestIDLength = 255
+
+	// createdStatus is the status that a kept answer stands for, which the store keeps beside its
+	// body: a create's, 201 Created.
+	createdStatus = 201
+)
+
+// CheckRequestID checks an idempotency key (the field or header named field): up to 255 printable
+// ASCII characters, the characters of a structured-field string (RFC 8941), which is what the IETF
+// draft makes the Idempotency-Key header.
+func CheckRequestID(field, key string) error {
+	if len(key) > MaxRequestIDLength {
+		return invalidArgument("%s is %d characters long; at most %d are allowed", field, len(key), MaxRequestIDLength)
+	}
+	for i := range len(key) {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return invalidArgument("%s may hold only printable ASCII characters; character %d is not", field, i+1)
+		}
+	}
+	return nil
+}
+
+// requestHash identifies a create by what it would write, so that two requests that spell the same
+// JSON value differently (member order, spacing, defaults, ignored output-only fields) are the same
+// request, and two that would write different things are not.
+func requestHash(operation string, fields ...string) []byte {
+	h := sha256.New()
+	for _, f := range append([]string{operation}, fields...) {
+		h.Write(binary.AppendUvarint(nil, uint64(len(f)))) // length first: ("ab","c") is not ("a","bc")
+		h.Write([]byte(f))
+	}
+	return h.Sum(nil)
+}
+
+// createOnce runs create at most once for the caller's clientKey. Without a key it just runs
+// it. With one, the first request reserves the key, and create completes the reservation in the
+// same transaction as its insert; a repeat gets the kept answer (replayed is true); a failed create
+// gives the key back so that the client can retry it. respond builds the RPC's response, which is
+// what is kept: REST answers with a part of it.
+func createOnce[T any, R proto.Message](ctx context.Context, s *Service, clientKey string, hash []byte,
+	respond func(T) R, create func(done *store.Completion[T]) (T, error)) (res R, replayed bool, err error) {
+	if clientKey == "" {
+		created, err := create(nil)
+		if err != nil {
+			return res, false, fromStore(err)
+		}
+		return respond(created), false, nil
+	}
+	caller, ok := CallerOf(ctx)
+	if !ok {
+		return res, false, errors.New("an idempotent create reached the service without a caller: were its credentials checked?")
+	}
+	key := store.RequestKey{Caller: caller.ID, Key: clientKey}
+	reservation, answer, err := s.store.BeginRequest(ctx, key, hash)
+	switch {
+	case errors.Is(err, store.ErrRequestInProgress):
+		s.metrics.IdempotencyKeyRefused("in_progress")
+	case errors.Is(err, store.ErrRequestMismatch):
+		s.metrics.IdempotencyKeyRefused("reused")
+	}
+	if err != nil {
+		return res, false, fromStore(err)
+	}
+	if answer != nil {
+		s.metrics.IdempotentReplay()
+		res = res.ProtoReflect().Type().New().Interface().(R)
+		if err := proto.Unmarshal(answer.Body, res); err != nil {
+			return res, false, fmt.Errorf("decode the kept answer of idempotency key %q: %w", clientKey, err)
+		}
+		return res, true, nil
+	}
+	created, err := create(&store.Completion[T]{Reservation: reservation, Answer: func(created T) (store.Answer, error) {
+		body, err := proto.Marshal(respond(created))
+		return store.Answer{Status: createdStatus, Body: body}, err
+	}})
+	if err != nil {
+		// The answer of a failed create is not kept: give the key back so that a retry can run.
+		// The client's context may be gone, yet the release must still happen.
+		if abandonErr := s.store.AbandonRequest(context.WithoutCancel(ctx), reservation); abandonErr != nil {
+			s.logger.WarnContext(ctx, "idempotency key kept until its lease ends", "error", abandonErr)
+		}
+		return res, false, fromStore(err)
+	}
+	return respond(created), false, nil
+}
+
+// markReplayed tells an RPC client that the answer repeats a kept one. REST adapters set the header
+// themselves: they call the service directly, not through connect.
+func markReplayed(ctx context.Context, replayed bool) {
+	if info, ok := connect.CallInfoForHandlerContext(ctx); ok && replayed {
+		info.ResponseHeader().Set(ReplayedHeader, "true")
+	}
+}
