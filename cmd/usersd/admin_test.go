@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"usersd/internal/apitest"
 )
 
 // adminServer is the admin listener, at the address from the server's log.
@@ -25,21 +27,21 @@ func TestTheAdminListenerServesMetricsAndTheProfiler(t *testing.T) {
 		t.Run(variable, func(t *testing.T) {
 			s := startServerOn(t, t.TempDir()+"/users.db", map[string]string{variable: "127.0.0.1:0"})
 			admin := adminServer(t, s)
-			metrics := admin.do(t, http1Client, request{method: "GET", path: "/metrics"})
-			if metrics.status != http.StatusOK {
-				t.Fatalf("GET /metrics: %d", metrics.status)
+			metrics := admin.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/metrics"})
+			if metrics.Status != http.StatusOK {
+				t.Fatalf("GET /metrics: %d", metrics.Status)
 			}
 			for _, name := range []string{"go_goroutines", "process_resident_memory_bytes"} {
-				if !strings.Contains(string(metrics.body), "\n"+name+" ") {
+				if !strings.Contains(string(metrics.Body), "\n"+name+" ") {
 					t.Errorf("/metrics has no %s", name)
 				}
 			}
-			if res := admin.do(t, http1Client, request{method: "GET", path: "/debug/pprof/cmdline"}); res.status != http.StatusOK {
-				t.Errorf("GET /debug/pprof/cmdline on the admin listener: %d, want 200", res.status)
+			if res := admin.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/debug/pprof/cmdline"}); res.Status != http.StatusOK {
+				t.Errorf("GET /debug/pprof/cmdline on the admin listener: %d, want 200", res.Status)
 			}
 			for _, path := range []string{"/metrics", "/debug/pprof/cmdline"} {
-				if res := s.do(t, http1Client, request{method: "GET", path: path}); res.status != http.StatusNotFound {
-					t.Errorf("the service port answers %s with %d, want 404", path, res.status)
+				if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: path}); res.Status != http.StatusNotFound {
+					t.Errorf("the service port answers %s with %d, want 404", path, res.Status)
 				}
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
 )
 
 // bombBytes is how far each bomb inflates: 16 times the 1 MiB body limit, from about 16 KB of gzip.
@@ -31,7 +32,7 @@ func TestDecompressionBombsAreRefusedAtTheLimit(t *testing.T) {
 	}
 	for _, p := range rpcProtocols {
 		t.Run(p.name, func(t *testing.T) {
-			c := s.rpcClient(p, testKey, connect.WithSendGzip())
+			c := s.rpcClient(p, apitest.Key, connect.WithSendGzip())
 			req := &usersv1.CreateUserRequest{User: &usersv1.User{Name: strings.Repeat("a", bombBytes)}}
 			_, err := c.CreateUser(ctx, req)
 			check(t, err)

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
 )
 
 // TestSecurityHeadersOnEveryAnswer: REST answers, errors and static files all carry the headers that
@@ -21,35 +22,35 @@ func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
 	s := startServer(t)
 	id := idOf(t, s.createUser(t, "headers", ""))
 	for _, req := range []request{
-		{method: "GET", path: "/"},
-		{method: "GET", path: "/users"},
-		{method: "GET", path: fmt.Sprintf("/users/%d", id)},
-		{method: "GET", path: "/users/999999"},
-		{method: "POST", path: "/users", header: jsonBody, body: `{"name":"x"}`},
-		{method: "GET", path: "/no/such/path"},
-		{method: "GET", path: "/health"},
+		{Method: "GET", Path: "/"},
+		{Method: "GET", Path: "/users"},
+		{Method: "GET", Path: fmt.Sprintf("/users/%d", id)},
+		{Method: "GET", Path: "/users/999999"},
+		{Method: "POST", Path: "/users", Header: apitest.JSONBody, Body: `{"name":"x"}`},
+		{Method: "GET", Path: "/no/such/path"},
+		{Method: "GET", Path: "/health"},
 		// gRPC answers go without the headers; a gRPC content type sent elsewhere must not take them away.
-		{method: "GET", path: "/", header: map[string]string{"Content-Type": "application/grpc"}},
-		{method: "GET", path: fmt.Sprintf("/users/%d", id), header: map[string]string{"Content-Type": "application/grpc+proto"}},
-		{method: "POST", path: "/users", header: map[string]string{"Content-Type": "application/grpc"}, body: `{"name":"x"}`},
+		{Method: "GET", Path: "/", Header: map[string]string{"Content-Type": "application/grpc"}},
+		{Method: "GET", Path: fmt.Sprintf("/users/%d", id), Header: map[string]string{"Content-Type": "application/grpc+proto"}},
+		{Method: "POST", Path: "/users", Header: map[string]string{"Content-Type": "application/grpc"}, Body: `{"name":"x"}`},
 	} {
-		res := s.do(t, http1Client, req)
+		res := s.do(t, apitest.HTTP1Client, req)
 		for name, want := range map[string]string{
 			"X-Content-Type-Options": "nosniff",
 			"Referrer-Policy":        "no-referrer",
 		} {
-			if got := res.header.Get(name); got != want {
-				t.Errorf("%s %s: %s %q, want %q", req.method, req.path, name, got, want)
+			if got := res.Header.Get(name); got != want {
+				t.Errorf("%s %s: %s %q, want %q", req.Method, req.Path, name, got, want)
 			}
 		}
-		csp := res.header.Get("Content-Security-Policy")
+		csp := res.Header.Get("Content-Security-Policy")
 		for _, directive := range []string{"default-src 'self'", "script-src 'self'", "frame-ancestors 'none'", "object-src 'none'"} {
 			if !strings.Contains(csp, directive) {
-				t.Errorf("%s %s: Content-Security-Policy %q lacks %q", req.method, req.path, csp, directive)
+				t.Errorf("%s %s: Content-Security-Policy %q lacks %q", req.Method, req.Path, csp, directive)
 			}
 		}
 		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
-			t.Errorf("%s %s: Content-Security-Policy %q allows inline or eval'd script", req.method, req.path, csp)
+			t.Errorf("%s %s: Content-Security-Policy %q allows inline or eval'd script", req.Method, req.Path, csp)
 		}
 	}
 }
@@ -62,18 +63,18 @@ func TestCORS(t *testing.T) {
 	preflight := func(s *testServer, origin, method, path, headers string) response {
 		names := strings.Split(headers, ",")
 		slices.Sort(names)
-		return s.do(t, http1Client, request{method: "OPTIONS", path: path, header: map[string]string{
+		return s.do(t, apitest.HTTP1Client, request{Method: "OPTIONS", Path: path, Header: map[string]string{
 			"Origin": origin, "Access-Control-Request-Method": method, "Access-Control-Request-Headers": strings.Join(names, ","),
 		}})
 	}
 	t.Run("off by default", func(t *testing.T) {
 		s := startServer(t)
 		res := preflight(s, "https://app.example", "POST", "/users", "content-type,x-api-key")
-		if got := res.header.Get("Access-Control-Allow-Origin"); got != "" {
+		if got := res.Header.Get("Access-Control-Allow-Origin"); got != "" {
 			t.Fatalf("a preflight from another origin was allowed (%q) with no origins configured", got)
 		}
-		get := s.do(t, http1Client, request{method: "GET", path: "/users", header: map[string]string{"Origin": "https://app.example"}})
-		if get.header.Get("Access-Control-Allow-Origin") != "" {
+		get := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users", Header: map[string]string{"Origin": "https://app.example"}})
+		if get.Header.Get("Access-Control-Allow-Origin") != "" {
 			t.Fatal("a cross-origin read was allowed with no origins configured")
 		}
 	})
@@ -87,25 +88,25 @@ func TestCORS(t *testing.T) {
 			{"POST", "/users.v1.Users/GetUser", "content-type,x-grpc-web,x-user-agent"},
 		} {
 			res := preflight(s, "https://app.example", c.method, c.path, c.headers)
-			if res.status/100 != 2 || res.header.Get("Access-Control-Allow-Origin") != "https://app.example" {
-				t.Errorf("preflight %s %s: %d, allow-origin %q", c.method, c.path, res.status, res.header.Get("Access-Control-Allow-Origin"))
+			if res.Status/100 != 2 || res.Header.Get("Access-Control-Allow-Origin") != "https://app.example" {
+				t.Errorf("preflight %s %s: %d, allow-origin %q", c.method, c.path, res.Status, res.Header.Get("Access-Control-Allow-Origin"))
 			}
-			allowed := strings.ToLower(res.header.Get("Access-Control-Allow-Headers"))
+			allowed := strings.ToLower(res.Header.Get("Access-Control-Allow-Headers"))
 			for _, h := range strings.Split(c.headers, ",") {
 				if !strings.Contains(allowed, h) {
 					t.Errorf("preflight %s %s: header %s not allowed (%q)", c.method, c.path, h, allowed)
 				}
 			}
 		}
-		if res := preflight(s, "https://evil.example", "POST", "/users", "content-type,x-api-key"); res.header.Get("Access-Control-Allow-Origin") != "" {
-			t.Errorf("an origin that is not configured was allowed: %q", res.header.Get("Access-Control-Allow-Origin"))
+		if res := preflight(s, "https://evil.example", "POST", "/users", "content-type,x-api-key"); res.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("an origin that is not configured was allowed: %q", res.Header.Get("Access-Control-Allow-Origin"))
 		}
-		created := s.do(t, http1Client, request{method: "POST", path: "/users", header: map[string]string{
-			"Origin": "https://admin.example", "Content-Type": "application/json"}, body: `{"name":"cors"}`, key: true})
-		if created.status != http.StatusCreated || created.header.Get("Access-Control-Allow-Origin") != "https://admin.example" {
-			t.Fatalf("cross-origin create: %d, allow-origin %q", created.status, created.header.Get("Access-Control-Allow-Origin"))
+		created := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Header: map[string]string{
+			"Origin": "https://admin.example", "Content-Type": "application/json"}, Body: `{"name":"cors"}`, Key: true})
+		if created.Status != http.StatusCreated || created.Header.Get("Access-Control-Allow-Origin") != "https://admin.example" {
+			t.Fatalf("cross-origin create: %d, allow-origin %q", created.Status, created.Header.Get("Access-Control-Allow-Origin"))
 		}
-		exposed := strings.ToLower(created.header.Get("Access-Control-Expose-Headers"))
+		exposed := strings.ToLower(created.Header.Get("Access-Control-Expose-Headers"))
 		for _, h := range []string{"etag", "link", "x-total-count", "location", "grpc-status", "grpc-message", "idempotent-replayed"} {
 			if !strings.Contains(exposed, h) {
 				t.Errorf("Access-Control-Expose-Headers %q lacks %s", exposed, h)
@@ -118,13 +119,13 @@ func TestCORS(t *testing.T) {
 // while requests are still served for the drain delay, so a load balancer can move traffic away.
 func TestDrainSaysNotServingBeforeStopping(t *testing.T) {
 	s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{"USERS_DRAIN_DELAY": "2s"})
-	if res := s.do(t, http1Client, request{method: "GET", path: "/health"}); res.status != http.StatusOK {
-		t.Fatalf("/health before the signal: %d", res.status)
+	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}); res.Status != http.StatusOK {
+		t.Fatalf("/health before the signal: %d", res.Status)
 	}
 	stopped := make(chan struct{})
 	go func() { s.stop(); close(stopped) }()
 	deadline := time.Now().Add(time.Second)
-	for s.do(t, http1Client, request{method: "GET", path: "/health"}).status != http.StatusServiceUnavailable {
+	for s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}).Status != http.StatusServiceUnavailable {
 		if time.Now().After(deadline) {
 			t.Fatal("/health still 200 a second after the stop signal")
 		}
@@ -133,8 +134,8 @@ func TestDrainSaysNotServingBeforeStopping(t *testing.T) {
 	if status := grpcHealthStatus(t, s); status != 2 {
 		t.Errorf("gRPC health while draining: %d, want NOT_SERVING (2)", status)
 	}
-	if res := s.do(t, http1Client, request{method: "GET", path: "/users"}); res.status != http.StatusOK {
-		t.Errorf("a request while draining: %d, want it still served", res.status)
+	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"}); res.Status != http.StatusOK {
+		t.Errorf("a request while draining: %d, want it still served", res.Status)
 	}
 	select {
 	case <-stopped:
@@ -152,17 +153,17 @@ func TestDrainSaysNotServingBeforeStopping(t *testing.T) {
 func TestThePageIsCachedAndNeedsNoInlineScript(t *testing.T) {
 	s := startServer(t)
 	for _, path := range []string{"/", "/app.js", "/app.css"} {
-		res := s.do(t, http1Client, request{method: "GET", path: path})
-		tag := res.header.Get("ETag")
-		if res.status != http.StatusOK || len(tag) < 10 || res.header.Get("Cache-Control") != "no-cache" {
-			t.Fatalf("GET %s: %d, ETag %q, Cache-Control %q", path, res.status, tag, res.header.Get("Cache-Control"))
+		res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: path})
+		tag := res.Header.Get("ETag")
+		if res.Status != http.StatusOK || len(tag) < 10 || res.Header.Get("Cache-Control") != "no-cache" {
+			t.Fatalf("GET %s: %d, ETag %q, Cache-Control %q", path, res.Status, tag, res.Header.Get("Cache-Control"))
 		}
-		again := s.do(t, http1Client, request{method: "GET", path: path, header: map[string]string{"If-None-Match": tag}})
-		if again.status != http.StatusNotModified || len(again.body) != 0 {
-			t.Fatalf("GET %s with its tag: %d, %d bytes; want 304 and no body", path, again.status, len(again.body))
+		again := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: path, Header: map[string]string{"If-None-Match": tag}})
+		if again.Status != http.StatusNotModified || len(again.Body) != 0 {
+			t.Fatalf("GET %s with its tag: %d, %d bytes; want 304 and no body", path, again.Status, len(again.Body))
 		}
 	}
-	page := string(s.do(t, http1Client, request{method: "GET", path: "/"}).body)
+	page := string(s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/"}).Body)
 	for _, inline := range []string{"<script>", "<script type=\"module\">", " style=", "<style", "javascript:", " onclick=", " onload="} {
 		if strings.Contains(page, inline) {
 			t.Errorf("index.html holds %q, which the Content-Security-Policy blocks", inline)
@@ -177,22 +178,22 @@ func TestThePageIsCachedAndNeedsNoInlineScript(t *testing.T) {
 // would make a multipart answer many times the file's size, get the file itself.
 func TestStaticFilesAnswerOneRangeNotMany(t *testing.T) {
 	s := startServer(t)
-	whole := s.do(t, http1Client, request{method: "GET", path: "/app.js"})
-	if whole.status != http.StatusOK || len(whole.body) < 1000 {
-		t.Fatalf("GET /app.js: %d, %d bytes", whole.status, len(whole.body))
+	whole := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/app.js"})
+	if whole.Status != http.StatusOK || len(whole.Body) < 1000 {
+		t.Fatalf("GET /app.js: %d, %d bytes", whole.Status, len(whole.Body))
 	}
-	one := s.do(t, http1Client, request{method: "GET", path: "/app.js", header: map[string]string{"Range": "bytes=10-19"}})
-	if one.status != http.StatusPartialContent || string(one.body) != string(whole.body[10:20]) {
-		t.Fatalf("one range: %d %q, want 206 %q", one.status, one.body, whole.body[10:20])
+	one := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/app.js", Header: map[string]string{"Range": "bytes=10-19"}})
+	if one.Status != http.StatusPartialContent || string(one.Body) != string(whole.Body[10:20]) {
+		t.Fatalf("one range: %d %q, want 206 %q", one.Status, one.Body, whole.Body[10:20])
 	}
 	ranges := make([]string, 500)
 	for i := range ranges {
 		ranges[i] = fmt.Sprintf("%d-%d", 2*i, 2*i)
 	}
-	many := s.do(t, http1Client, request{method: "GET", path: "/app.js", header: map[string]string{"Range": "bytes=" + strings.Join(ranges, ",")}})
-	if many.status != http.StatusOK || len(many.body) != len(whole.body) {
+	many := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/app.js", Header: map[string]string{"Range": "bytes=" + strings.Join(ranges, ",")}})
+	if many.Status != http.StatusOK || len(many.Body) != len(whole.Body) {
 		t.Fatalf("500 one-byte ranges: %d, %d bytes (%s); want the file itself, 200 and %d bytes",
-			many.status, len(many.body), many.header.Get("Content-Type"), len(whole.body))
+			many.Status, len(many.Body), many.Header.Get("Content-Type"), len(whole.Body))
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
 )
 
 // chromePath finds the browser for the end-to-end test: USERS_TEST_CHROME, else Debian's chromium.
@@ -192,7 +193,7 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 		p.fill(`#create-form input[name=role]`, "director")
 		p.do("create", chromedp.Click(chromedp.CSS(`#create-form button[type=submit]`)))
 		p.waitFor("the key dialog", `document.getElementById("key-dialog").open`)
-		p.fill("#key-input", testKey)
+		p.fill("#key-input", apitest.Key)
 		p.do("use the key", chromedp.Click(chromedp.CSS(`#key-dialog button[value=save]`)))
 		p.waitFor("the created user", `document.getElementById("status").textContent.startsWith("Created Margaret")`)
 		p.waitFor("the user's panel", `document.getElementById("detail-title").textContent === "Margaret"`)
@@ -282,7 +283,7 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 	step("a service error is shown in words: an edit that lost a race", func(t *testing.T) {
 		p := browserPage{t: t, ctx: ctx}
 		// Someone else changes the user while the page shows it.
-		other := s.rpcClient(rpcProtocolNamed(t, "Connect binary"), testKey)
+		other := s.rpcClient(rpcProtocolNamed(t, "Connect binary"), apitest.Key)
 		_, err := other.UpdateUser(t.Context(), &usersv1.UpdateUserRequest{Id: created.GetId(), User: &usersv1.User{Role: "elsewhere"}})
 		rpcMust(t, "UpdateUser", err)
 		p.fill(`#edit-form input[name=role]`, "mine")

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"usersd/internal/apitest"
 )
 
 // TestTheBrowserPageShowsChangesLive opens the page in headless Chromium, then changes users over
@@ -47,11 +49,11 @@ func TestTheBrowserPageShowsChangesLive(t *testing.T) {
 
 	step("a user updated elsewhere changes", func(t *testing.T) {
 		p := browserPage{t: t, ctx: ctx}
-		res := s.do(t, http1Client, request{method: "PATCH", path: fmt.Sprintf("/users/%d", id), key: true,
-			header: map[string]string{"Content-Type": "application/merge-patch+json"},
-			body:   `{"name": "Grace Hopper", "role": "rear admiral"}`})
-		if res.status != http.StatusOK {
-			t.Fatalf("PATCH: %d %s", res.status, res.body)
+		res := s.do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: fmt.Sprintf("/users/%d", id), Key: true,
+			Header: map[string]string{"Content-Type": "application/merge-patch+json"},
+			Body:   `{"name": "Grace Hopper", "role": "rear admiral"}`})
+		if res.Status != http.StatusOK {
+			t.Fatalf("PATCH: %d %s", res.Status, res.Body)
 		}
 		p.waitFor("the new name and role", row(id)+`?.querySelector("button.link")?.textContent === "Grace Hopper" && `+
 			row(id)+`.textContent.includes("rear admiral")`)
@@ -59,8 +61,8 @@ func TestTheBrowserPageShowsChangesLive(t *testing.T) {
 
 	step("a user deleted elsewhere disappears", func(t *testing.T) {
 		p := browserPage{t: t, ctx: ctx}
-		if res := s.do(t, http1Client, request{method: "DELETE", path: fmt.Sprintf("/users/%d", id), key: true}); res.status != http.StatusNoContent {
-			t.Fatalf("DELETE: %d %s", res.status, res.body)
+		if res := s.do(t, apitest.HTTP1Client, request{Method: "DELETE", Path: fmt.Sprintf("/users/%d", id), Key: true}); res.Status != http.StatusNoContent {
+			t.Fatalf("DELETE: %d %s", res.Status, res.Body)
 		}
 		p.waitFor("the user to leave the list", row(id)+` === null`)
 		if info := p.text("page-info"); info != "Page 1 of 1 (1 user)" {

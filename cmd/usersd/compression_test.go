@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
 )
 
 // TestSmallRPCAnswersAreNotCompressed: a gRPC client that accepts gzip (they all do) gets a small
@@ -28,7 +29,7 @@ func TestSmallRPCAnswersAreNotCompressed(t *testing.T) {
 		req.Header.Set("Content-Type", "application/grpc")
 		req.Header.Set("TE", "trailers")
 		req.Header.Set("Grpc-Accept-Encoding", "gzip")
-		res, err := h2cClient.Do(req)
+		res, err := apitest.H2CClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // to run PRAGMA integrity_check on the file between crashes
+
+	"usersd/internal/apitest"
 )
 
 // serverFaults returns the faults that were answers (5xx, wrong data) rather than requests cut off
@@ -59,7 +61,7 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 		ctx, stopLoad := context.WithCancel(t.Context())
 		var wg sync.WaitGroup
 		for i := range 8 {
-			client := transports[i%len(transports)].client
+			client := apitest.Transports[i%len(apitest.Transports)].Client
 			wg.Go(func() {
 				runLoadWorker(ctx, fmt.Sprintf("round %d writer %d", round, i), restLoad{s.baseURL, client}, ledger)
 			})
@@ -93,7 +95,7 @@ func TestSIGTERMLetsStartedRequestsFinish(t *testing.T) {
 	ledger := newLoadLedger()
 	var wg sync.WaitGroup
 	for i := range 16 {
-		client := transports[i%len(transports)].client
+		client := apitest.Transports[i%len(apitest.Transports)].Client
 		wg.Go(func() { runLoadWorker(ctx, fmt.Sprintf("writer %d", i), restLoad{s.baseURL, client}, ledger) })
 	}
 
@@ -111,9 +113,9 @@ func TestSIGTERMLetsStartedRequestsFinish(t *testing.T) {
 			body := &trickle{text: fmt.Sprintf(`{"name":"slow %d", "role": "patient"}`, i), every: 40 * time.Millisecond, started: started}
 			req, _ := http.NewRequest("POST", s.baseURL+"/users", body)
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("x-api-key", testKey)
+			req.Header.Set("x-api-key", apitest.Key)
 			req.ContentLength = int64(len(body.text))
-			res, err := transports[i%len(transports)].client.Do(req)
+			res, err := apitest.Transports[i%len(apitest.Transports)].Client.Do(req)
 			if err != nil {
 				outcomes <- outcome{err: err}
 				return
@@ -161,9 +163,9 @@ func TestSIGTERMLetsStartedRequestsFinish(t *testing.T) {
 	_, again, _ := startProcess(t, dbPath)
 	verifyLedger(t, again, ledger)
 	for _, body := range kept {
-		id := idOf(t, decodeObject(t, []byte(body)))
-		if res := again.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users/%d", id)}); res.status != http.StatusOK {
-			t.Errorf("the slow create %s is gone after the restart: %d", body, res.status)
+		id := idOf(t, apitest.DecodeObject(t, []byte(body)))
+		if res := again.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != http.StatusOK {
+			t.Errorf("the slow create %s is gone after the restart: %d", body, res.Status)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
 )
 
 // TestNamesShowWhatTheySay refuses single-line text that would display as something else, or as
@@ -33,13 +34,13 @@ func TestNamesShowWhatTheySay(t *testing.T) {
 		{"a post title with an embedding", fmt.Sprintf("/users/%d/posts", user), `{"title":"\u202bhello"}`, "bidirectional"},
 	}
 	for _, c := range refused {
-		res := s.do(t, http1Client, request{method: "POST", path: c.path, header: jsonBody, key: true, body: c.body})
-		if res.status != http.StatusBadRequest || !strings.Contains(res.errorMessage(t), c.says) {
-			t.Errorf("%s: %d %s, want 400 saying %q", c.name, res.status, res.body, c.says)
+		res := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: c.path, Header: apitest.JSONBody, Key: true, Body: c.body})
+		if res.Status != http.StatusBadRequest || !strings.Contains(res.ErrorMessage(t), c.says) {
+			t.Errorf("%s: %d %s, want 400 saying %q", c.name, res.Status, res.Body, c.says)
 		}
 	}
 	for _, p := range rpcProtocols {
-		_, err := s.rpcClient(p, testKey).CreateUser(t.Context(), &usersv1.CreateUserRequest{User: &usersv1.User{Name: "a\u202eb"}})
+		_, err := s.rpcClient(p, apitest.Key).CreateUser(t.Context(), &usersv1.CreateUserRequest{User: &usersv1.User{Name: "a\u202eb"}})
 		if connect.CodeOf(err) != connect.CodeInvalidArgument {
 			t.Errorf("%s: CreateUser with an override: %v, want invalid_argument", p.name, err)
 		}
@@ -52,12 +53,12 @@ func TestNamesShowWhatTheySay(t *testing.T) {
 		"A\u200dB",         // a zero-width joiner between visible letters
 	} {
 		body, _ := json.Marshal(map[string]string{"name": name})
-		res := s.do(t, http1Client, request{method: "POST", path: "/users", header: jsonBody, key: true, body: string(body)})
-		if res.status != http.StatusCreated {
-			t.Errorf("%q: %d %s, want 201", name, res.status, res.body)
+		res := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: string(body)})
+		if res.Status != http.StatusCreated {
+			t.Errorf("%q: %d %s, want 201", name, res.Status, res.Body)
 			continue
 		}
-		if got := decodeObject(t, res.body)["name"]; got != name {
+		if got := apitest.DecodeObject(t, res.Body)["name"]; got != name {
 			t.Errorf("%q came back as %q", name, got)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"usersd/internal/apitest"
 	"usersd/web"
 )
 
@@ -35,7 +36,7 @@ document.addEventListener("securitypolicyviolation", e => window.cspViolations.p
 	operations := eval[int](p, `document.querySelectorAll(".opblock").length`)
 	paths := eval[string](p, `[...document.querySelectorAll(".opblock-summary-path")].map(e => e.textContent).join(" ")`)
 	violations := eval[[]string](p, `window.cspViolations`)
-	if want := contract.operations(); operations != want {
+	if want := apitest.Operations(); operations != want {
 		t.Errorf("/docs shows %d operations, want the document's %d", operations, want)
 	}
 	for _, path := range []string{"/users", "/users/{id}", "/users/{id}/posts", "/openapi.json"} {
@@ -90,8 +91,8 @@ func TestTheAPIReferenceIsServedCompressedOrNot(t *testing.T) {
 				res.Header.Get("Content-Type"), res.Header.Get("Vary"), res.Header.Get("ETag"))
 		}
 	}
-	page := s.do(t, http1Client, request{method: "GET", path: "/"})
-	if !bytes.Contains(page.body, []byte(`href="/docs/"`)) {
+	page := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/"})
+	if !bytes.Contains(page.Body, []byte(`href="/docs/"`)) {
 		t.Error("the browser page does not link to /docs/")
 	}
 }

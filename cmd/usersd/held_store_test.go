@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"usersd/handlers"
+	"usersd/internal/apitest"
 	"usersd/store"
 	"usersd/store/sqlstore"
 )
@@ -56,7 +57,7 @@ func startHeldServer(t *testing.T) (*testServer, *heldStore) {
 	}
 	held := &heldStore{Store: st, arrived: make(chan struct{}, 16), release: make(chan struct{}, 16)}
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	handler, err := handlers.New(handlers.Config{Store: held, Keys: handlers.NewAPIKeys(testKey), Logger: logger})
+	handler, err := handlers.New(handlers.Config{Store: held, Keys: handlers.NewAPIKeys(apitest.Key), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +72,8 @@ func startHeldServer(t *testing.T) (*testServer, *heldStore) {
 	srv := newServer(handler, defaults.limits, logger)
 	go srv.Serve(listener)
 	t.Cleanup(func() {
-		http1Client.CloseIdleConnections()
-		h2cClient.CloseIdleConnections()
+		apitest.HTTP1Client.CloseIdleConnections()
+		apitest.H2CClient.CloseIdleConnections()
 		srv.Close()
 		st.Close()
 	})

@@ -17,6 +17,8 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"usersd/internal/apitest"
 )
 
 // hostileKind says what shape of answer a hostile request must get.
@@ -58,16 +60,16 @@ func TestHostileInputs(t *testing.T) {
 	existing := idOf(t, s.createUser(t, "existing", "admin"))
 	user := fmt.Sprintf("/users/%d", existing)
 	posts := user + "/posts"
-	if res := s.do(t, http1Client, request{method: "POST", path: posts, header: jsonBody, key: true, body: `{"title":"kept"}`}); res.status != http.StatusCreated {
-		t.Fatalf("seed post: %d %s", res.status, res.body)
+	if res := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"title":"kept"}`}); res.Status != http.StatusCreated {
+		t.Fatalf("seed post: %d %s", res.Status, res.Body)
 	}
 	before := snapshot(t, s, existing)
 
 	h1 := func(req request) func(*testing.T) response {
-		return func(t *testing.T) response { t.Helper(); return s.do(t, http1Client, req) }
+		return func(t *testing.T) response { t.Helper(); return s.do(t, apitest.HTTP1Client, req) }
 	}
 	h2 := func(req request) func(*testing.T) response {
-		return func(t *testing.T) response { t.Helper(); return s.do(t, h2cClient, req) }
+		return func(t *testing.T) response { t.Helper(); return s.do(t, apitest.H2CClient, req) }
 	}
 	raw := func(text string) func(*testing.T) response {
 		return func(t *testing.T) response { t.Helper(); return s.rawHTTP1(t, text, false) }
@@ -81,7 +83,7 @@ func TestHostileInputs(t *testing.T) {
 		return func(t *testing.T) response { t.Helper(); return s.rawGRPCAnswer(t, path, header, body) }
 	}
 
-	keyed := map[string]string{"Content-Type": "application/json", "x-api-key": testKey}
+	keyed := map[string]string{"Content-Type": "application/json", "x-api-key": apitest.Key}
 	withType := func(contentType string) map[string]string {
 		return map[string]string{"Content-Type": contentType}
 	}
@@ -115,107 +117,107 @@ func TestHostileInputs(t *testing.T) {
 		return "GET " + path + " HTTP/1.1\r\nHost: usersd\r\nConnection: close\r\n\r\n"
 	}
 	emptyList := func(t *testing.T, res response) {
-		if string(res.body) != "[]" || res.header.Get("X-Total-Count") != "0" {
-			t.Errorf("body %s, X-Total-Count %q; want [] and 0", res.body, res.header.Get("X-Total-Count"))
+		if string(res.Body) != "[]" || res.Header.Get("X-Total-Count") != "0" {
+			t.Errorf("body %s, X-Total-Count %q; want [] and 0", res.Body, res.Header.Get("X-Total-Count"))
 		}
 	}
 	validUTF8JSON := func(t *testing.T, res response) {
-		if !utf8.Valid(res.body) {
-			t.Errorf("the answer %q is not UTF-8, so not JSON (RFC 8259 section 8.1)", res.body)
+		if !utf8.Valid(res.Body) {
+			t.Errorf("the answer %q is not UTF-8, so not JSON (RFC 8259 section 8.1)", res.Body)
 		}
-		decodeObject(t, res.body)
+		apitest.DecodeObject(t, res.Body)
 	}
 
 	cases := []hostileCase{
 		// Wrong types, on every route that reads a body or a query, and on Connect JSON.
-		{name: "a create whose name is an object", send: h1(request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"name":{"first":"x"}}`}), status: 400},
-		{name: "a create whose createdAt is a number", send: h2(request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"name":"x","createdAt":1}`}), status: 400},
-		{name: "a replace whose role is a boolean", send: h1(request{method: "PUT", path: user, header: jsonBody, key: true, body: `{"name":"x","role":false}`}), status: 400},
-		{name: "a patch whose role is a number", send: h2(request{method: "PATCH", path: user, header: jsonBody, key: true, body: `{"role":123}`}), status: 400},
-		{name: "a post whose title is an array", send: h1(request{method: "POST", path: posts, header: jsonBody, key: true, body: `{"title":["t"]}`}), status: 400},
-		{name: "a list whose page is a boolean", send: h2(request{method: "GET", path: "/users?page=true"}), status: 400},
-		{name: "Connect JSON CreateUser whose user is a string", send: h2(request{method: "POST", path: connectPath + "CreateUser", header: keyed, body: `{"user":"x"}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
-		{name: "Connect JSON GetUser whose id is a word", send: h1(request{method: "POST", path: connectPath + "GetUser", header: jsonBody, body: `{"id":"abc"}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
-		{name: "Connect JSON UpdateUser whose updateMask is a number", send: h2(request{method: "POST", path: connectPath + "UpdateUser", header: keyed, body: fmt.Sprintf(`{"id":%d,"user":{"role":"x"},"updateMask":5}`, existing)}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "a create whose name is an object", send: h1(request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":{"first":"x"}}`}), status: 400},
+		{name: "a create whose createdAt is a number", send: h2(request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":"x","createdAt":1}`}), status: 400},
+		{name: "a replace whose role is a boolean", send: h1(request{Method: "PUT", Path: user, Header: apitest.JSONBody, Key: true, Body: `{"name":"x","role":false}`}), status: 400},
+		{name: "a patch whose role is a number", send: h2(request{Method: "PATCH", Path: user, Header: apitest.JSONBody, Key: true, Body: `{"role":123}`}), status: 400},
+		{name: "a post whose title is an array", send: h1(request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"title":["t"]}`}), status: 400},
+		{name: "a list whose page is a boolean", send: h2(request{Method: "GET", Path: "/users?page=true"}), status: 400},
+		{name: "Connect JSON CreateUser whose user is a string", send: h2(request{Method: "POST", Path: connectPath + "CreateUser", Header: keyed, Body: `{"user":"x"}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect JSON GetUser whose id is a word", send: h1(request{Method: "POST", Path: connectPath + "GetUser", Header: apitest.JSONBody, Body: `{"id":"abc"}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect JSON UpdateUser whose updateMask is a number", send: h2(request{Method: "POST", Path: connectPath + "UpdateUser", Header: keyed, Body: fmt.Sprintf(`{"id":%d,"user":{"role":"x"},"updateMask":5}`, existing)}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
 
 		// Huge and odd numbers: beyond int32, beyond float64, negative zero, fractions.
-		{name: "a replace whose body id is past int32", send: h1(request{method: "PUT", path: user, header: jsonBody, key: true, body: `{"id":2147483648,"name":"x"}`}), status: 400},
-		{name: "a replace whose body id is 1e400", send: h2(request{method: "PUT", path: user, header: jsonBody, key: true, body: `{"id":1e400,"name":"x"}`}), status: 400},
-		{name: "a patch whose body id is 1.5", send: h1(request{method: "PATCH", path: user, header: jsonBody, key: true, body: `{"id":1.5}`}), status: 400},
-		{name: "a post whose userId is 1e400", send: h2(request{method: "POST", path: posts, header: jsonBody, key: true, body: `{"title":"t","userId":1e400}`}), status: 400},
-		{name: "a path id past uint64", send: h1(request{method: "GET", path: "/users/99999999999999999999999"}), status: 400},
-		{name: "a path id of negative zero", send: h2(request{method: "GET", path: "/users/-0/posts"}), status: 400},
-		{name: "a delete of a path id past int32", send: h1(request{method: "DELETE", path: "/users/4294967297", key: true}), status: 400},
-		{name: "a limit of 1e400", send: h2(request{method: "GET", path: "/users?limit=1e400"}), status: 400},
-		{name: "a page of negative zero", send: h1(request{method: "GET", path: posts + "?page=-0"}), status: 400},
-		{name: "Connect JSON GetUser with id past int32", send: h2(request{method: "POST", path: connectPath + "GetUser", header: jsonBody, body: `{"id":2147483648}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
-		{name: "Connect JSON GetUser with id 1e400", send: h1(request{method: "POST", path: connectPath + "GetUser", header: jsonBody, body: `{"id":1e400}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
-		{name: "Connect JSON GetUser with id 1.5", send: h2(request{method: "POST", path: connectPath + "GetUser", header: jsonBody, body: `{"id":1.5}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "a replace whose body id is past int32", send: h1(request{Method: "PUT", Path: user, Header: apitest.JSONBody, Key: true, Body: `{"id":2147483648,"name":"x"}`}), status: 400},
+		{name: "a replace whose body id is 1e400", send: h2(request{Method: "PUT", Path: user, Header: apitest.JSONBody, Key: true, Body: `{"id":1e400,"name":"x"}`}), status: 400},
+		{name: "a patch whose body id is 1.5", send: h1(request{Method: "PATCH", Path: user, Header: apitest.JSONBody, Key: true, Body: `{"id":1.5}`}), status: 400},
+		{name: "a post whose userId is 1e400", send: h2(request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"title":"t","userId":1e400}`}), status: 400},
+		{name: "a path id past uint64", send: h1(request{Method: "GET", Path: "/users/99999999999999999999999"}), status: 400},
+		{name: "a path id of negative zero", send: h2(request{Method: "GET", Path: "/users/-0/posts"}), status: 400},
+		{name: "a delete of a path id past int32", send: h1(request{Method: "DELETE", Path: "/users/4294967297", Key: true}), status: 400},
+		{name: "a limit of 1e400", send: h2(request{Method: "GET", Path: "/users?limit=1e400"}), status: 400},
+		{name: "a page of negative zero", send: h1(request{Method: "GET", Path: posts + "?page=-0"}), status: 400},
+		{name: "Connect JSON GetUser with id past int32", send: h2(request{Method: "POST", Path: connectPath + "GetUser", Header: apitest.JSONBody, Body: `{"id":2147483648}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect JSON GetUser with id 1e400", send: h1(request{Method: "POST", Path: connectPath + "GetUser", Header: apitest.JSONBody, Body: `{"id":1e400}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect JSON GetUser with id 1.5", send: h2(request{Method: "POST", Path: connectPath + "GetUser", Header: apitest.JSONBody, Body: `{"id":1.5}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
 		// -0 is a valid JSON spelling of 0, and 0 is not a valid id.
-		{name: "Connect JSON GetUser with id -0", send: h1(request{method: "POST", path: connectPath + "GetUser", header: jsonBody, body: `{"id":-0}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect JSON GetUser with id -0", send: h1(request{Method: "POST", Path: connectPath + "GetUser", Header: apitest.JSONBody, Body: `{"id":-0}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
 
 		// NUL bytes: raw, escaped and percent-encoded.
-		{name: "a create with a raw NUL byte in the name", send: h1(request{method: "POST", path: "/users", header: jsonBody, key: true, body: "{\"name\":\"a\x00b\"}"}), status: 400},
-		{name: `a create with \u0000 in the role`, send: h2(request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"name":"x","role":"\u0000"}`}), status: 400},
-		{name: `a patch with \u0000 in the role`, send: h1(request{method: "PATCH", path: user, header: jsonBody, key: true, body: `{"role":"a\u0000"}`}), status: 400},
-		{name: `a post with \u0000 in the title`, send: h2(request{method: "POST", path: posts, header: jsonBody, key: true, body: `{"title":"\u0000"}`}), status: 400},
-		{name: `a post with \u0000 in the body`, send: h1(request{method: "POST", path: posts, header: jsonBody, key: true, body: `{"title":"t","body":"a\u0000"}`}), status: 400},
-		{name: "an echo with a raw NUL byte in a string", send: h2(request{method: "POST", path: "/echo", header: jsonBody, body: "{\"a\":\"a\x00b\"}"}), status: 400},
-		{name: "a path id of %00", send: h1(request{method: "GET", path: "/users/%00"}), status: 400},
-		{name: "a page of %00", send: h2(request{method: "GET", path: "/users?page=%00"}), status: 400},
+		{name: "a create with a raw NUL byte in the name", send: h1(request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: "{\"name\":\"a\x00b\"}"}), status: 400},
+		{name: `a create with \u0000 in the role`, send: h2(request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":"x","role":"\u0000"}`}), status: 400},
+		{name: `a patch with \u0000 in the role`, send: h1(request{Method: "PATCH", Path: user, Header: apitest.JSONBody, Key: true, Body: `{"role":"a\u0000"}`}), status: 400},
+		{name: `a post with \u0000 in the title`, send: h2(request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"title":"\u0000"}`}), status: 400},
+		{name: `a post with \u0000 in the body`, send: h1(request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"title":"t","body":"a\u0000"}`}), status: 400},
+		{name: "an echo with a raw NUL byte in a string", send: h2(request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: "{\"a\":\"a\x00b\"}"}), status: 400},
+		{name: "a path id of %00", send: h1(request{Method: "GET", Path: "/users/%00"}), status: 400},
+		{name: "a page of %00", send: h2(request{Method: "GET", Path: "/users?page=%00"}), status: 400},
 		// A role with a NUL can never be stored, so the filter matches nothing; the value is not
 		// one of the malformed ones the README's "The routes" lists.
-		{name: "a role filter of %00 matches nothing", send: h1(request{method: "GET", path: "/users?role=a%00b"}), status: 200, kind: hostileOK, check: emptyList},
+		{name: "a role filter of %00 matches nothing", send: h1(request{Method: "GET", Path: "/users?role=a%00b"}), status: 200, kind: hostileOK, check: emptyList},
 		{name: "a raw NUL byte in the request line", send: raw("GET /users/1\x00 HTTP/1.1\r\nHost: usersd\r\nConnection: close\r\n\r\n"), status: 400, kind: hostileBare},
 		{name: "a raw NUL byte in a header value", send: raw("GET /info HTTP/1.1\r\nHost: usersd\r\nX-A: a\x00b\r\nConnection: close\r\n\r\n"), status: 400, kind: hostileBare},
-		{name: `Connect JSON CreateUser with \u0000 in the name`, send: h2(request{method: "POST", path: connectPath + "CreateUser", header: keyed, body: `{"user":{"name":"a\u0000b"}}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: `Connect JSON CreateUser with \u0000 in the name`, send: h2(request{Method: "POST", Path: connectPath + "CreateUser", Header: keyed, Body: `{"user":{"name":"a\u0000b"}}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
 
 		// Invalid UTF-8: raw bytes in JSON strings, in query values and in path segments.
-		{name: "a replace with invalid UTF-8 in the name", send: h1(request{method: "PUT", path: user, header: jsonBody, key: true, body: "{\"name\":\"\xc3\x28\"}"}), status: 400},
-		{name: "a patch with invalid UTF-8 in the role", send: h2(request{method: "PATCH", path: user, header: jsonBody, key: true, body: "{\"role\":\"\xff\"}"}), status: 400},
-		{name: "a post with invalid UTF-8 in the body", send: h1(request{method: "POST", path: posts, header: jsonBody, key: true, body: "{\"title\":\"t\",\"body\":\"\xed\xa0\x80\"}"}), status: 400},
-		{name: "a create with a lone surrogate escape", send: h2(request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"name":"\ud800"}`}), status: 400},
-		{name: "an echo with invalid UTF-8 in a string", send: h1(request{method: "POST", path: "/echo", header: jsonBody, body: "{\"a\":\"\xff\xfe\"}"}), status: 400},
-		{name: "an echo with an invalid UTF-8 member name", send: h2(request{method: "POST", path: "/echo", header: jsonBody, body: "{\"\xc0\xaf\":1}"}), status: 400},
-		{name: "a sort of %FF", send: h1(request{method: "GET", path: "/users?sort=%FF"}), status: 400},
-		{name: "a query parameter named %FF", send: h2(request{method: "GET", path: posts + "?%FF=1"}), status: 400},
+		{name: "a replace with invalid UTF-8 in the name", send: h1(request{Method: "PUT", Path: user, Header: apitest.JSONBody, Key: true, Body: "{\"name\":\"\xc3\x28\"}"}), status: 400},
+		{name: "a patch with invalid UTF-8 in the role", send: h2(request{Method: "PATCH", Path: user, Header: apitest.JSONBody, Key: true, Body: "{\"role\":\"\xff\"}"}), status: 400},
+		{name: "a post with invalid UTF-8 in the body", send: h1(request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: "{\"title\":\"t\",\"body\":\"\xed\xa0\x80\"}"}), status: 400},
+		{name: "a create with a lone surrogate escape", send: h2(request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":"\ud800"}`}), status: 400},
+		{name: "an echo with invalid UTF-8 in a string", send: h1(request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: "{\"a\":\"\xff\xfe\"}"}), status: 400},
+		{name: "an echo with an invalid UTF-8 member name", send: h2(request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: "{\"\xc0\xaf\":1}"}), status: 400},
+		{name: "a sort of %FF", send: h1(request{Method: "GET", Path: "/users?sort=%FF"}), status: 400},
+		{name: "a query parameter named %FF", send: h2(request{Method: "GET", Path: posts + "?%FF=1"}), status: 400},
 		// Invalid UTF-8 in a query value is refused, as the RPCs refuse it in a string field.
-		{name: "a role filter of %FF", send: h1(request{method: "GET", path: "/users?role=%FF"}), status: 400, kind: hostileREST},
+		{name: "a role filter of %FF", send: h1(request{Method: "GET", Path: "/users?role=%FF"}), status: 400, kind: hostileREST},
 		{name: "a raw invalid UTF-8 query value", send: raw(get("/users?role=\xff")), status: 400, kind: hostileREST},
 		{name: "a raw invalid UTF-8 path id", send: raw(get("/users/\xff")), status: 400},
 		{name: "a raw invalid UTF-8 path", send: raw(get("/\xff\xfe")), status: 404},
-		{name: "a raw invalid UTF-8 path id of posts", send: raw("POST /users/\xc3\x28/posts HTTP/1.1\r\nHost: usersd\r\nX-Api-Key: " + testKey + "\r\nContent-Type: application/json\r\nContent-Length: 13\r\nConnection: close\r\n\r\n{\"title\":\"t\"}"), status: 400},
-		{name: "an encoded invalid UTF-8 path id", send: h2(request{method: "GET", path: "/users/%FF/posts"}), status: 400},
+		{name: "a raw invalid UTF-8 path id of posts", send: raw("POST /users/\xc3\x28/posts HTTP/1.1\r\nHost: usersd\r\nX-Api-Key: " + apitest.Key + "\r\nContent-Type: application/json\r\nContent-Length: 13\r\nConnection: close\r\n\r\n{\"title\":\"t\"}"), status: 400},
+		{name: "an encoded invalid UTF-8 path id", send: h2(request{Method: "GET", Path: "/users/%FF/posts"}), status: 400},
 		{name: "a raw invalid UTF-8 header value reaches /info as valid JSON", send: raw("GET /info HTTP/1.1\r\nHost: usersd\r\nX-A: a\xffb\r\nConnection: close\r\n\r\n"), status: 200, kind: hostileOK, check: validUTF8JSON},
-		{name: "Connect JSON CreateUser with invalid UTF-8 in the name", send: h1(request{method: "POST", path: connectPath + "CreateUser", header: keyed, body: "{\"user\":{\"name\":\"\xff\"}}"}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect JSON CreateUser with invalid UTF-8 in the name", send: h1(request{Method: "POST", Path: connectPath + "CreateUser", Header: keyed, Body: "{\"user\":{\"name\":\"\xff\"}}"}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
 		{name: "gRPC ListUsers with invalid UTF-8 in the role", send: grpc(connectPath+"ListUsers", nil, hostileFrame(0, -1, protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "\xff"))), status: 200, kind: hostileGRPC, code: connect.CodeInvalidArgument},
 
 		// Deep nesting: 100,000 levels.
-		{name: "an echo of 100k nested arrays", send: h1(request{method: "POST", path: "/echo", header: jsonBody, body: deepArrays}), status: 400},
-		{name: "an echo of 100k unclosed arrays", send: h2(request{method: "POST", path: "/echo", header: jsonBody, body: openArrays}), status: 400},
-		{name: "an echo of 100k nested objects", send: h1(request{method: "POST", path: "/echo", header: jsonBody, body: deepObjects}), status: 400},
-		{name: "a create of 100k nested arrays", send: h2(request{method: "POST", path: "/users", header: jsonBody, key: true, body: deepArrays}), status: 400},
-		{name: "a patch whose role is 100k nested arrays", send: h1(request{method: "PATCH", path: user, header: jsonBody, key: true, body: `{"role":` + deepArrays + `}`}), status: 400},
-		{name: "Connect JSON CreateUser of 100k nested objects", send: h2(request{method: "POST", path: connectPath + "CreateUser", header: keyed, body: deepObjects}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "an echo of 100k nested arrays", send: h1(request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: deepArrays}), status: 400},
+		{name: "an echo of 100k unclosed arrays", send: h2(request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: openArrays}), status: 400},
+		{name: "an echo of 100k nested objects", send: h1(request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: deepObjects}), status: 400},
+		{name: "a create of 100k nested arrays", send: h2(request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: deepArrays}), status: 400},
+		{name: "a patch whose role is 100k nested arrays", send: h1(request{Method: "PATCH", Path: user, Header: apitest.JSONBody, Key: true, Body: `{"role":` + deepArrays + `}`}), status: 400},
+		{name: "Connect JSON CreateUser of 100k nested objects", send: h2(request{Method: "POST", Path: connectPath + "CreateUser", Header: keyed, Body: deepObjects}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
 
 		// 10 MB bodies: 413 on REST, resource_exhausted on RPC.
-		{name: "a replace of 10 MB", send: h2(request{method: "PUT", path: user, header: jsonBody, key: true, body: `{"name":"` + tenMB + `"}`}), status: 413},
-		{name: "a patch of 10 MB", send: h1(request{method: "PATCH", path: user, header: jsonBody, key: true, body: `{"role":"` + tenMB + `"}`}), status: 413},
-		{name: "a post of 10 MB", send: h2(request{method: "POST", path: posts, header: jsonBody, key: true, body: `{"title":"t","body":"` + tenMB + `"}`}), status: 413},
-		{name: "an echo of 10 MB", send: h1(request{method: "POST", path: "/echo", header: jsonBody, body: `"` + tenMB + `"`}), status: 413},
-		{name: "Connect JSON CreateUser of 10 MB", send: h2(request{method: "POST", path: connectPath + "CreateUser", header: keyed, body: `{"user":{"name":"` + tenMB + `"}}`}), status: 429, kind: hostileConnect, code: connect.CodeResourceExhausted},
-		{name: "gRPC CreateUser of 10 MB", send: grpc(connectPath+"CreateUser", map[string]string{"x-api-key": testKey}, hostileFrame(0, -1, []byte(tenMB))), status: 200, kind: hostileGRPC, code: connect.CodeResourceExhausted},
+		{name: "a replace of 10 MB", send: h2(request{Method: "PUT", Path: user, Header: apitest.JSONBody, Key: true, Body: `{"name":"` + tenMB + `"}`}), status: 413},
+		{name: "a patch of 10 MB", send: h1(request{Method: "PATCH", Path: user, Header: apitest.JSONBody, Key: true, Body: `{"role":"` + tenMB + `"}`}), status: 413},
+		{name: "a post of 10 MB", send: h2(request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"title":"t","body":"` + tenMB + `"}`}), status: 413},
+		{name: "an echo of 10 MB", send: h1(request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: `"` + tenMB + `"`}), status: 413},
+		{name: "Connect JSON CreateUser of 10 MB", send: h2(request{Method: "POST", Path: connectPath + "CreateUser", Header: keyed, Body: `{"user":{"name":"` + tenMB + `"}}`}), status: 429, kind: hostileConnect, code: connect.CodeResourceExhausted},
+		{name: "gRPC CreateUser of 10 MB", send: grpc(connectPath+"CreateUser", map[string]string{"x-api-key": apitest.Key}, hostileFrame(0, -1, []byte(tenMB))), status: 200, kind: hostileGRPC, code: connect.CodeResourceExhausted},
 
 		// 1000 query parameters, and a query string over the header limit.
-		{name: "a list with 1000 unknown parameters", send: h1(request{method: "GET", path: "/users?" + distinctParams}), status: 400},
-		{name: "a list with page given 1000 times", send: h2(request{method: "GET", path: "/users?" + sameParam}), status: 400},
-		{name: "a list of posts with 1000 unknown parameters", send: h1(request{method: "GET", path: posts + "?" + distinctParams}), status: 400},
-		{name: "a health check ignores 1000 parameters", send: h2(request{method: "GET", path: "/health?" + distinctParams}), status: 200, kind: hostileOK, check: func(t *testing.T, res response) {
-			if string(res.body) != `{"ok":true}` {
-				t.Errorf("body %s", res.body)
+		{name: "a list with 1000 unknown parameters", send: h1(request{Method: "GET", Path: "/users?" + distinctParams}), status: 400},
+		{name: "a list with page given 1000 times", send: h2(request{Method: "GET", Path: "/users?" + sameParam}), status: 400},
+		{name: "a list of posts with 1000 unknown parameters", send: h1(request{Method: "GET", Path: posts + "?" + distinctParams}), status: 400},
+		{name: "a health check ignores 1000 parameters", send: h2(request{Method: "GET", Path: "/health?" + distinctParams}), status: 200, kind: hostileOK, check: func(t *testing.T, res response) {
+			if string(res.Body) != `{"ok":true}` {
+				t.Errorf("body %s", res.Body)
 			}
 		}},
-		{name: "a request line of 100 KB", send: h1(request{method: "GET", path: "/users?role=" + strings.Repeat("a", 100<<10)}), status: 431, kind: hostileBare},
+		{name: "a request line of 100 KB", send: h1(request{Method: "GET", Path: "/users?role=" + strings.Repeat("a", 100<<10)}), status: 431, kind: hostileBare},
 
 		// Header floods over HTTP/1.1 (Go's HTTP/2 client refuses to send a header list over the
 		// limit that the server announces, so h2c cannot be flooded from here).
@@ -223,8 +225,8 @@ func TestHostileInputs(t *testing.T) {
 		{name: "10,000 headers on a keyless write", send: raw(headerFlood(10_000, "DELETE "+user+" HTTP/1.1\r\n")), status: 431, kind: hostileBare},
 		{name: "one header of 100 KB", send: raw("GET /users HTTP/1.1\r\nHost: usersd\r\nX-Big: " + strings.Repeat("a", 100<<10) + "\r\nConnection: close\r\n\r\n"), status: 431, kind: hostileBare},
 		{name: "1000 headers under the limit reach /info", send: raw(headerFlood(1000, "GET /info HTTP/1.1\r\n")), status: 200, kind: hostileOK, check: func(t *testing.T, res response) {
-			if !strings.Contains(string(res.body), `"x-flood-999":"v"`) {
-				t.Errorf("/info lacks the last header: %.200s", res.body)
+			if !strings.Contains(string(res.Body), `"x-flood-999":"v"`) {
+				t.Errorf("/info lacks the last header: %.200s", res.Body)
 			}
 		}},
 
@@ -239,38 +241,38 @@ func TestHostileInputs(t *testing.T) {
 		{name: "an absolute URL with ../", send: raw(get("http://usersd/../../go.mod")), status: 404},
 		{name: "/.git/config", send: raw(get("/.git/config")), status: 404},
 		{name: "/%2e/", send: raw(get("/%2e/")), status: 404},
-		{name: "the source of the embedded folder", send: h1(request{method: "GET", path: "/web.go"}), status: 404},
-		{name: "the public folder by name", send: h2(request{method: "GET", path: "/public/index.html"}), status: 404},
-		{name: "/index.html%00.txt", send: h1(request{method: "GET", path: "/index.html%00.txt"}), status: 404},
+		{name: "the source of the embedded folder", send: h1(request{Method: "GET", Path: "/web.go"}), status: 404},
+		{name: "the public folder by name", send: h2(request{Method: "GET", Path: "/public/index.html"}), status: 404},
+		{name: "/index.html%00.txt", send: h1(request{Method: "GET", Path: "/index.html%00.txt"}), status: 404},
 		// Percent-encoding where none is needed makes a second path for one resource: 404.
 		{name: "/users/%2e%2e is neither an id nor a step up", send: raw(get("/users/%2e%2e")), status: 404},
 		{name: "/users/%3N... is not a second path of /users/N...", send: raw(get("/users/" + encodedFirstDigit(existing))), status: 404},
-		{name: "a keyed delete of /users/%3N... deletes nothing", send: raw("DELETE /users/" + encodedFirstDigit(existing) + " HTTP/1.1\r\nHost: usersd\r\nX-Api-Key: " + testKey + "\r\nConnection: close\r\n\r\n"), status: 404},
+		{name: "a keyed delete of /users/%3N... deletes nothing", send: raw("DELETE /users/" + encodedFirstDigit(existing) + " HTTP/1.1\r\nHost: usersd\r\nX-Api-Key: " + apitest.Key + "\r\nConnection: close\r\n\r\n"), status: 404},
 		{name: "/app%2ejs is not /app.js", send: raw(get("/app%2ejs")), status: 404},
 		{name: "/users/1%2F2 is an id with a slash, not /users/1/2", send: raw(get("/users/1%2F2")), status: 400},
 		// A path with dot segments or doubled slashes names no resource: 404, before any route or
 		// key check runs (net/http's mux would redirect it, with an HTML body).
 		{name: "/index.html/.. is not a path of the page", send: raw(get("/index.html/..")), status: 404},
-		{name: "a keyed delete with dot segments deletes nothing", send: raw("DELETE /users/1/../" + strconv.Itoa(existing) + " HTTP/1.1\r\nHost: usersd\r\nX-Api-Key: " + testKey + "\r\nConnection: close\r\n\r\n"), status: 404},
+		{name: "a keyed delete with dot segments deletes nothing", send: raw("DELETE /users/1/../" + strconv.Itoa(existing) + " HTTP/1.1\r\nHost: usersd\r\nX-Api-Key: " + apitest.Key + "\r\nConnection: close\r\n\r\n"), status: 404},
 		{name: "//users is not /users", send: raw(get("//users")), status: 404},
 		{name: "/users/. is not /users", send: raw(get("/users/.")), status: 404},
 
 		// Wrong media types.
-		{name: "a create as multipart", send: h1(request{method: "POST", path: "/users", header: withType("multipart/form-data; boundary=x"), key: true, body: "--x\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nx\r\n--x--\r\n"}), status: 415},
-		{name: "a replace as a form", send: h2(request{method: "PUT", path: user, header: withType("application/x-www-form-urlencoded"), key: true, body: "name=x"}), status: 415},
-		{name: "a patch in latin1", send: h1(request{method: "PATCH", path: user, header: withType("application/merge-patch+json; charset=latin1"), key: true, body: `{"role":"x"}`}), status: 415},
-		{name: "a post without a content type", send: h2(request{method: "POST", path: posts, key: true, body: `{"title":"t"}`}), status: 415},
-		{name: "a post as text/json", send: h1(request{method: "POST", path: posts, header: withType("text/json"), key: true, body: `{"title":"t"}`}), status: 415},
-		{name: "an echo with a malformed content type", send: h2(request{method: "POST", path: "/echo", header: withType("application/json;;"), body: `{}`}), status: 415},
-		{name: "an echo without a content type", send: h1(request{method: "POST", path: "/echo", body: `{}`}), status: 415},
+		{name: "a create as multipart", send: h1(request{Method: "POST", Path: "/users", Header: withType("multipart/form-data; boundary=x"), Key: true, Body: "--x\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nx\r\n--x--\r\n"}), status: 415},
+		{name: "a replace as a form", send: h2(request{Method: "PUT", Path: user, Header: withType("application/x-www-form-urlencoded"), Key: true, Body: "name=x"}), status: 415},
+		{name: "a patch in latin1", send: h1(request{Method: "PATCH", Path: user, Header: withType("application/merge-patch+json; charset=latin1"), Key: true, Body: `{"role":"x"}`}), status: 415},
+		{name: "a post without a content type", send: h2(request{Method: "POST", Path: posts, Key: true, Body: `{"title":"t"}`}), status: 415},
+		{name: "a post as text/json", send: h1(request{Method: "POST", Path: posts, Header: withType("text/json"), Key: true, Body: `{"title":"t"}`}), status: 415},
+		{name: "an echo with a malformed content type", send: h2(request{Method: "POST", Path: "/echo", Header: withType("application/json;;"), Body: `{}`}), status: 415},
+		{name: "an echo without a content type", send: h1(request{Method: "POST", Path: "/echo", Body: `{}`}), status: 415},
 		// connect-go answers an unknown media type with a bare 415 and an Accept-Post header.
-		{name: "Connect CreateUser as text/plain", send: h2(request{method: "POST", path: connectPath + "CreateUser", header: map[string]string{"Content-Type": "text/plain", "x-api-key": testKey}, body: `{"user":{"name":"x"}}`}), status: 415, kind: hostileOK, check: hostileAcceptsPost},
-		{name: "Connect GetUser without a content type", send: h1(request{method: "POST", path: connectPath + "GetUser", body: fmt.Sprintf(`{"id":%d}`, existing)}), status: 415, kind: hostileOK, check: hostileAcceptsPost},
+		{name: "Connect CreateUser as text/plain", send: h2(request{Method: "POST", Path: connectPath + "CreateUser", Header: map[string]string{"Content-Type": "text/plain", "x-api-key": apitest.Key}, Body: `{"user":{"name":"x"}}`}), status: 415, kind: hostileOK, check: hostileAcceptsPost},
+		{name: "Connect GetUser without a content type", send: h1(request{Method: "POST", Path: connectPath + "GetUser", Body: fmt.Sprintf(`{"id":%d}`, existing)}), status: 415, kind: hostileOK, check: hostileAcceptsPost},
 
 		// gRPC frames that lie about themselves, and what connect-go v1.21.1 answers to each.
 		{name: "gRPC frame declaring 100 bytes and holding 2", send: grpc(connectPath+"GetUser", nil, hostileFrame(0, 100, getUserMsg)), status: 200, kind: hostileGRPC, code: connect.CodeInternal},
 		{name: "gRPC frame declaring 4 GB", send: grpc(connectPath+"GetUser", nil, hostileFrame(0, 1<<32-1, getUserMsg)), status: 200, kind: hostileGRPC, code: connect.CodeResourceExhausted},
-		{name: "gRPC frame declaring 4 GB to a keyed write", send: grpc(connectPath+"DeleteUser", map[string]string{"x-api-key": testKey}, hostileFrame(0, 1<<32-1, getUserMsg)), status: 200, kind: hostileGRPC, code: connect.CodeResourceExhausted},
+		{name: "gRPC frame declaring 4 GB to a keyed write", send: grpc(connectPath+"DeleteUser", map[string]string{"x-api-key": apitest.Key}, hostileFrame(0, 1<<32-1, getUserMsg)), status: 200, kind: hostileGRPC, code: connect.CodeResourceExhausted},
 		{name: "gRPC frame flagged compressed without grpc-encoding", send: grpc(connectPath+"GetUser", nil, hostileFrame(1, -1, getUserMsg)), status: 200, kind: hostileGRPC, code: connect.CodeInternal},
 		{name: "gRPC frame cut inside its 5-byte prefix", send: grpc(connectPath+"GetUser", nil, []byte{0, 0, 0}), status: 200, kind: hostileGRPC, code: connect.CodeInternal},
 		{name: "gRPC call with no frame at all", send: grpc(connectPath+"GetUser", nil, nil), status: 200, kind: hostileGRPC, code: connect.CodeUnimplemented},
@@ -286,59 +288,59 @@ func TestHostileInputs(t *testing.T) {
 		{name: "gRPC to an unknown service", send: grpc("/users.v2.Users/GetUser", nil, hostileFrame(0, -1, nil)), status: 200, kind: hostileGRPC, code: connect.CodeUnimplemented},
 
 		// Bad input of the Connect protocol.
-		{name: "Connect JSON CreateUser with malformed JSON", send: h2(request{method: "POST", path: connectPath + "CreateUser", header: keyed, body: `{"user":`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
-		{name: "Connect binary GetUser that is not protobuf", send: h2(request{method: "POST", path: connectPath + "GetUser", header: withType("application/proto"), body: "\xff\xff\xff"}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
-		{name: "Connect binary health check that is not protobuf", send: h1(request{method: "POST", path: "/grpc.health.v1.Health/Check", header: withType("application/proto"), body: "\xff\xff\xff"}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
-		{name: "Connect JSON CreateUser with an empty body", send: h1(request{method: "POST", path: connectPath + "CreateUser", header: keyed}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
-		{name: "Connect to an unknown procedure", send: h2(request{method: "POST", path: connectPath + "StealUsers", header: keyed, body: `{}`}), status: 501, kind: hostileConnect, code: connect.CodeUnimplemented},
-		{name: "Connect GET of a write procedure with the key", send: h1(request{method: "GET", path: connectPath + "CreateUser?connect=v1&encoding=json&message=" + url.QueryEscape(`{"user":{"name":"x"}}`), key: true}), status: 405, kind: hostileOK, check: func(t *testing.T, res response) {
-			if got := res.header.Get("Allow"); got != "POST" {
+		{name: "Connect JSON CreateUser with malformed JSON", send: h2(request{Method: "POST", Path: connectPath + "CreateUser", Header: keyed, Body: `{"user":`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect binary GetUser that is not protobuf", send: h2(request{Method: "POST", Path: connectPath + "GetUser", Header: withType("application/proto"), Body: "\xff\xff\xff"}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect binary health check that is not protobuf", send: h1(request{Method: "POST", Path: "/grpc.health.v1.Health/Check", Header: withType("application/proto"), Body: "\xff\xff\xff"}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect JSON CreateUser with an empty body", send: h1(request{Method: "POST", Path: connectPath + "CreateUser", Header: keyed}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect to an unknown procedure", send: h2(request{Method: "POST", Path: connectPath + "StealUsers", Header: keyed, Body: `{}`}), status: 501, kind: hostileConnect, code: connect.CodeUnimplemented},
+		{name: "Connect GET of a write procedure with the key", send: h1(request{Method: "GET", Path: connectPath + "CreateUser?connect=v1&encoding=json&message=" + url.QueryEscape(`{"user":{"name":"x"}}`), Key: true}), status: 405, kind: hostileOK, check: func(t *testing.T, res response) {
+			if got := res.Header.Get("Allow"); got != "POST" {
 				t.Errorf("Allow %q, want POST", got)
 			}
 		}},
-		{name: "Connect GET of a write procedure without a key", send: h2(request{method: "GET", path: connectPath + "DeleteUser?connect=v1&encoding=json&message=" + url.QueryEscape(fmt.Sprintf(`{"id":%d}`, existing))}), status: 401, kind: hostileConnect, code: connect.CodeUnauthenticated},
-		{name: "Connect GET with a malformed message", send: h1(request{method: "GET", path: connectPath + "GetUser?connect=v1&encoding=json&message=" + url.QueryEscape(`{"id":`)}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
-		{name: "Connect GET with a message that is not base64", send: h2(request{method: "GET", path: connectPath + "GetUser?connect=v1&encoding=proto&base64=1&message=%21%21%21"}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect GET of a write procedure without a key", send: h2(request{Method: "GET", Path: connectPath + "DeleteUser?connect=v1&encoding=json&message=" + url.QueryEscape(fmt.Sprintf(`{"id":%d}`, existing))}), status: 401, kind: hostileConnect, code: connect.CodeUnauthenticated},
+		{name: "Connect GET with a malformed message", send: h1(request{Method: "GET", Path: connectPath + "GetUser?connect=v1&encoding=json&message=" + url.QueryEscape(`{"id":`)}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect GET with a message that is not base64", send: h2(request{Method: "GET", Path: connectPath + "GetUser?connect=v1&encoding=proto&base64=1&message=%21%21%21"}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
 		{name: "Connect POST over HTTP/1.1 with a malformed chunk size", send: raw("POST " + connectPath + "GetUser HTTP/1.1\r\nHost: usersd\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
-		{name: "Connect GET with 1000 extra parameters", send: h1(request{method: "GET", path: connectPath + "GetUser?connect=v1&encoding=json&message=" + url.QueryEscape(fmt.Sprintf(`{"id":%d}`, existing)) + "&" + distinctParams}), status: 200, kind: hostileOK},
-		{name: "Connect with an unknown protocol version", send: h2(request{method: "POST", path: connectPath + "GetUser", header: map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "2"}, body: fmt.Sprintf(`{"id":%d}`, existing)}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
-		{name: "Connect with a malformed timeout", send: h1(request{method: "POST", path: connectPath + "GetUser", header: map[string]string{"Content-Type": "application/json", "Connect-Timeout-Ms": "-1"}, body: fmt.Sprintf(`{"id":%d}`, existing)}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
-		{name: "Connect with a body that claims gzip", send: h2(request{method: "POST", path: connectPath + "GetUser", header: map[string]string{"Content-Type": "application/json", "Content-Encoding": "gzip"}, body: fmt.Sprintf(`{"id":%d}`, existing)}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect GET with 1000 extra parameters", send: h1(request{Method: "GET", Path: connectPath + "GetUser?connect=v1&encoding=json&message=" + url.QueryEscape(fmt.Sprintf(`{"id":%d}`, existing)) + "&" + distinctParams}), status: 200, kind: hostileOK},
+		{name: "Connect with an unknown protocol version", send: h2(request{Method: "POST", Path: connectPath + "GetUser", Header: map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "2"}, Body: fmt.Sprintf(`{"id":%d}`, existing)}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect with a malformed timeout", send: h1(request{Method: "POST", Path: connectPath + "GetUser", Header: map[string]string{"Content-Type": "application/json", "Connect-Timeout-Ms": "-1"}, Body: fmt.Sprintf(`{"id":%d}`, existing)}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
+		{name: "Connect with a body that claims gzip", send: h2(request{Method: "POST", Path: connectPath + "GetUser", Header: map[string]string{"Content-Type": "application/json", "Content-Encoding": "gzip"}, Body: fmt.Sprintf(`{"id":%d}`, existing)}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
 
 		// Bodies that lie about their length or framing over HTTP/1.1.
 		{name: "two different Content-Lengths", send: raw("POST /echo HTTP/1.1\r\nHost: usersd\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\nConnection: close\r\n\r\n{}"), status: 400, kind: hostileBare},
 		{name: "a Content-Length past int64", send: raw("POST /echo HTTP/1.1\r\nHost: usersd\r\nContent-Type: application/json\r\nContent-Length: 99999999999999999999\r\nConnection: close\r\n\r\n{}"), status: 400, kind: hostileBare},
 		{name: "an echo whose body is shorter than its Content-Length", send: rawCut("POST /echo HTTP/1.1\r\nHost: usersd\r\nContent-Type: application/json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{\"a\":1}"), status: 400},
-		{name: "a keyed create whose body is shorter than its Content-Length", send: rawCut("POST /users HTTP/1.1\r\nHost: usersd\r\nX-Api-Key: " + testKey + "\r\nContent-Type: application/json\r\nContent-Length: 10485760\r\nConnection: close\r\n\r\n{\"name\":\"x\"}"), status: 400},
+		{name: "a keyed create whose body is shorter than its Content-Length", send: rawCut("POST /users HTTP/1.1\r\nHost: usersd\r\nX-Api-Key: " + apitest.Key + "\r\nContent-Type: application/json\r\nContent-Length: 10485760\r\nConnection: close\r\n\r\n{\"name\":\"x\"}"), status: 400},
 		{name: "an echo with a malformed chunk size", send: raw("POST /echo HTTP/1.1\r\nHost: usersd\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"), status: 400},
 	}
 
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			res := c.send(t)
-			if res.status != c.status {
-				t.Fatalf("got %d %.300q, want %d", res.status, res.body, c.status)
+			if res.Status != c.status {
+				t.Fatalf("got %d %.300q, want %d", res.Status, res.Body, c.status)
 			}
 			switch c.kind {
 			case hostileREST:
-				res.errorMessage(t)
-				if got := res.header.Get("Content-Type"); got != "application/json" {
+				res.ErrorMessage(t)
+				if got := res.Header.Get("Content-Type"); got != "application/json" {
 					t.Errorf("Content-Type %q, want application/json", got)
 				}
 			case hostileBare:
 				// The service's first middleware sets X-Request-Id on every answer it writes.
-				if id := res.header.Get("X-Request-Id"); id != "" {
-					t.Errorf("X-Request-Id %q: the service answered, not net/http; check the body %q", id, res.body)
+				if id := res.Header.Get("X-Request-Id"); id != "" {
+					t.Errorf("X-Request-Id %q: the service answered, not net/http; check the body %q", id, res.Body)
 				}
 			case hostileConnect:
-				if code := hostileConnectCode(t, res.body); code != c.code.String() {
+				if code := hostileConnectCode(t, res.Body); code != c.code.String() {
 					t.Errorf("code %q, want %q", code, c.code)
 				}
 			case hostileGRPC:
-				if got, want := res.header.Get("Grpc-Status"), strconv.Itoa(int(c.code)); got != want {
-					t.Errorf("grpc-status %q (message %q), want %s (%s)", got, res.header.Get("Grpc-Message"), want, c.code)
+				if got, want := res.Header.Get("Grpc-Status"), strconv.Itoa(int(c.code)); got != want {
+					t.Errorf("grpc-status %q (message %q), want %s (%s)", got, res.Header.Get("Grpc-Message"), want, c.code)
 				}
-				hostileCheckMessage(t, res.header.Get("Grpc-Message"))
+				hostileCheckMessage(t, res.Header.Get("Grpc-Message"))
 			}
 			if c.check != nil {
 				c.check(t, res)
@@ -350,9 +352,9 @@ func TestHostileInputs(t *testing.T) {
 		t.Fatalf("hostile requests changed the store:\nbefore %s\nafter  %s", before, after)
 	}
 	t.Run("the server still answers normal requests", func(t *testing.T) {
-		for _, tr := range transports {
-			if res := s.do(t, tr.client, request{method: "GET", path: user}); res.status != http.StatusOK {
-				t.Errorf("%s: GET %s: %d %s", tr.name, user, res.status, res.body)
+		for _, tr := range apitest.Transports {
+			if res := s.do(t, tr.Client, request{Method: "GET", Path: user}); res.Status != http.StatusOK {
+				t.Errorf("%s: GET %s: %d %s", tr.Name, user, res.Status, res.Body)
 			}
 		}
 		if answers := s.rpcRawGRPC(t, connectPath+"GetUser", getUserMsg); len(answers) != 1 {
@@ -390,8 +392,8 @@ func hostileCheckMessage(t *testing.T, msg string) {
 // hostileAcceptsPost checks connect-go's answer to a media type it does not speak: it lists those it does.
 func hostileAcceptsPost(t *testing.T, res response) {
 	t.Helper()
-	if !strings.Contains(res.header.Get("Accept-Post"), "application/json") {
-		t.Errorf("Accept-Post %q does not list application/json", res.header.Get("Accept-Post"))
+	if !strings.Contains(res.Header.Get("Accept-Post"), "application/json") {
+		t.Errorf("Accept-Post %q does not list application/json", res.Header.Get("Accept-Post"))
 	}
 }
 
@@ -433,7 +435,7 @@ func (s *testServer) rawGRPCAnswer(t *testing.T, path string, header map[string]
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	res, err := h2cClient.Do(req)
+	res, err := apitest.H2CClient.Do(req)
 	if err != nil {
 		t.Fatalf("gRPC %s: %v", path, err)
 	}
@@ -446,7 +448,7 @@ func (s *testServer) rawGRPCAnswer(t *testing.T, path string, header map[string]
 	for k, v := range res.Trailer {
 		merged[k] = v
 	}
-	return response{status: res.StatusCode, header: merged, body: b, proto: res.Proto}
+	return response{Status: res.StatusCode, Header: merged, Body: b, Proto: res.Proto}
 }
 
 // rawHTTP1 writes text, which may hold bytes that http.Client refuses to send (raw invalid UTF-8 or
@@ -481,5 +483,5 @@ func (s *testServer) rawHTTP1(t *testing.T, text string, halfClose bool) respons
 	for k, v := range res.Trailer { // gRPC over HTTP/1.1 sends grpc-status as a chunked trailer
 		res.Header[k] = v
 	}
-	return response{status: res.StatusCode, header: res.Header, body: body, proto: res.Proto}
+	return response{Status: res.StatusCode, Header: res.Header, Body: body, Proto: res.Proto}
 }

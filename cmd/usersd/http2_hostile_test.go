@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"usersd/internal/apitest"
 )
 
 // rawH2C is an HTTP/2 connection driven frame by frame, for clients that no well-behaved library
@@ -131,9 +133,9 @@ func TestRapidResetsOnListsAreNotFaults(t *testing.T) {
 	user := idOf(t, s.createUser(t, "poster", "editor"))
 	for i := range 30 {
 		s.createUser(t, fmt.Sprint("user ", i), "viewer")
-		resp := s.do(t, http1Client, request{method: "POST", path: fmt.Sprintf("/users/%d/posts", user), header: map[string]string{"Content-Type": "application/json"}, body: fmt.Sprintf(`{"title":"post %d"}`, i), key: true})
-		if resp.status != http.StatusCreated {
-			t.Fatalf("create post: %d %s", resp.status, resp.body)
+		resp := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: fmt.Sprintf("/users/%d/posts", user), Header: map[string]string{"Content-Type": "application/json"}, Body: fmt.Sprintf(`{"title":"post %d"}`, i), Key: true})
+		if resp.Status != http.StatusCreated {
+			t.Fatalf("create post: %d %s", resp.Status, resp.Body)
 		}
 	}
 	c := dialRawH2C(t, s.baseURL)
@@ -147,8 +149,8 @@ func TestRapidResetsOnListsAreNotFaults(t *testing.T) {
 		}
 	}
 	// The connection still works: a last request on a fresh connection is answered.
-	if resp := s.do(t, h2cClient, request{method: "GET", path: "/users?limit=1"}); resp.status != http.StatusOK {
-		t.Fatalf("after the resets: %d %s", resp.status, resp.body)
+	if resp := s.do(t, apitest.H2CClient, request{Method: "GET", Path: "/users?limit=1"}); resp.Status != http.StatusOK {
+		t.Fatalf("after the resets: %d %s", resp.Status, resp.Body)
 	}
 	time.Sleep(500 * time.Millisecond) // let the last cancelled handlers log
 	if errs := s.logs.entries(map[string]any{"level": "ERROR"}); len(errs) > 0 {
@@ -174,10 +176,10 @@ func TestReadsThatOutliveTheirDeadlineAre504(t *testing.T) {
 	s := startServerOn(t, dbPath, map[string]string{"USERS_REQUEST_TIMEOUT": "300us"})
 	answers := map[int]int{}
 	for i := 0; i < 3000 && answers[http.StatusGatewayTimeout] < 20; i++ {
-		resp := s.do(t, http1Client, request{method: "GET", path: "/users?limit=100&role=viewer&sort=-name"})
-		answers[resp.status]++
-		if resp.status != http.StatusOK && resp.status != http.StatusGatewayTimeout {
-			t.Fatalf("a list past its deadline answered %d %s; want 200 or 504", resp.status, resp.body)
+		resp := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users?limit=100&role=viewer&sort=-name"})
+		answers[resp.Status]++
+		if resp.Status != http.StatusOK && resp.Status != http.StatusGatewayTimeout {
+			t.Fatalf("a list past its deadline answered %d %s; want 200 or 504", resp.Status, resp.Body)
 		}
 	}
 	if answers[http.StatusGatewayTimeout] == 0 {

@@ -17,6 +17,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/internal/apitest"
 )
 
 // loadClient is one way of reaching the service that a load run mixes: REST over HTTP/1.1 or h2c,
@@ -33,10 +34,10 @@ type loadClient interface {
 // loadClients returns one client of each kind for s, named.
 func loadClients(t *testing.T, s *testServer) map[string]loadClient {
 	return map[string]loadClient{
-		"REST HTTP/1.1":  restLoad{s.baseURL, http1Client},
-		"REST h2c":       restLoad{s.baseURL, h2cClient},
-		"Connect binary": rpcLoad{s.rpcClient(rpcProtocolNamed(t, "Connect binary"), testKey)},
-		"gRPC":           rpcLoad{s.rpcClient(rpcProtocolNamed(t, "gRPC"), testKey)},
+		"REST HTTP/1.1":  restLoad{s.baseURL, apitest.HTTP1Client},
+		"REST h2c":       restLoad{s.baseURL, apitest.H2CClient},
+		"Connect binary": rpcLoad{s.rpcClient(rpcProtocolNamed(t, "Connect binary"), apitest.Key)},
+		"gRPC":           rpcLoad{s.rpcClient(rpcProtocolNamed(t, "gRPC"), apitest.Key)},
 	}
 }
 
@@ -60,7 +61,7 @@ func (c restLoad) send(ctx context.Context, method, path, body string) (int, []b
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("x-api-key", testKey)
+	req.Header.Set("x-api-key", apitest.Key)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -247,7 +248,7 @@ func runLoadWorker(ctx context.Context, who string, c loadClient, ledger *loadLe
 // name and none of the acknowledged deletes.
 func verifyLedger(t *testing.T, s *testServer, ledger *loadLedger) {
 	t.Helper()
-	reader := restLoad{s.baseURL, http1Client}
+	reader := restLoad{s.baseURL, apitest.HTTP1Client}
 	for id, want := range ledger.names {
 		if ledger.inDoubt[id] {
 			continue

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"usersd/internal/apitest"
 	"usersd/store/sqlstore"
 )
 
@@ -61,21 +62,21 @@ func TestALostSQLiteFileStopsTheService(t *testing.T) {
 			}
 
 			c.takeAway(t, path)
-			create := request{method: "POST", path: "/users", header: map[string]string{
+			create := request{Method: "POST", Path: "/users", Header: map[string]string{
 				"Content-Type": "application/json", "Idempotency-Key": "after-" + strconv.Itoa(len(c.name)),
-			}, body: `{"name":"after"}`, key: true}
-			health := request{method: "GET", path: "/health"}
+			}, Body: `{"name":"after"}`, Key: true}
+			health := request{Method: "GET", Path: "/health"}
 			first, second := create, health
 			if c.healthFirst {
 				first, second = health, create
 			}
-			for _, req := range []request{first, second, create, {method: "GET", path: "/users"}} {
-				res := s.do(t, http1Client, req)
-				if res.status != http.StatusServiceUnavailable {
-					t.Fatalf("%s %s, %s: %d %s, want 503", req.method, req.path, c.name, res.status, res.body)
+			for _, req := range []request{first, second, create, {Method: "GET", Path: "/users"}} {
+				res := s.do(t, apitest.HTTP1Client, req)
+				if res.Status != http.StatusServiceUnavailable {
+					t.Fatalf("%s %s, %s: %d %s, want 503", req.Method, req.Path, c.name, res.Status, res.Body)
 				}
-				if req.path != "/health" {
-					t.Logf("%s %s: %s", req.method, req.path, res.errorMessage(t))
+				if req.Path != "/health" {
+					t.Logf("%s %s: %s", req.Method, req.Path, res.ErrorMessage(t))
 				}
 			}
 
@@ -100,17 +101,17 @@ func TestALostSQLiteFileStopsTheService(t *testing.T) {
 			}
 			_, again, _ := startProcess(t, path)
 			for _, id := range acknowledged {
-				if res := again.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users/%d", id)}); res.status != http.StatusOK {
-					t.Fatalf("user %d, acknowledged before the %s: %d %s", id, c.name, res.status, res.body)
+				if res := again.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != http.StatusOK {
+					t.Fatalf("user %d, acknowledged before the %s: %d %s", id, c.name, res.Status, res.Body)
 				}
 			}
-			retried := again.do(t, http1Client, create)
-			if retried.status != http.StatusCreated {
-				t.Fatalf("the create retried after the restart: %d %s", retried.status, retried.body)
+			retried := again.do(t, apitest.HTTP1Client, create)
+			if retried.Status != http.StatusCreated {
+				t.Fatalf("the create retried after the restart: %d %s", retried.Status, retried.Body)
 			}
-			list := again.do(t, http1Client, request{method: "GET", path: "/users"})
-			if got, want := list.header.Get("X-Total-Count"), strconv.Itoa(len(acknowledged)+1); got != want {
-				t.Fatalf("after the restart %s users, want %s: the acknowledged ones and one of the retried create\n%s", got, want, list.body)
+			list := again.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"})
+			if got, want := list.Header.Get("X-Total-Count"), strconv.Itoa(len(acknowledged)+1); got != want {
+				t.Fatalf("after the restart %s users, want %s: the acknowledged ones and one of the retried create\n%s", got, want, list.Body)
 			}
 		})
 	}

@@ -15,17 +15,18 @@ import (
 	"github.com/prometheus/common/model"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
 )
 
 // scrape reads /metrics from the admin listener of s.
 func scrape(t *testing.T, admin *testServer) map[string]*dto.MetricFamily {
 	t.Helper()
-	res := admin.do(t, http1Client, request{method: "GET", path: "/metrics"})
-	if res.status != http.StatusOK {
-		t.Fatalf("GET /metrics: %d", res.status)
+	res := admin.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/metrics"})
+	if res.Status != http.StatusOK {
+		t.Fatalf("GET /metrics: %d", res.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(res.body)))
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(res.Body)))
 	if err != nil {
 		t.Fatalf("/metrics is not Prometheus' text format: %v", err)
 	}
@@ -91,18 +92,18 @@ func TestMetricsCountRequestsByRouteProtocolAndCode(t *testing.T) {
 	admin := adminServer(t, s)
 	id := idOf(t, s.createUser(t, "ada", "admin"))
 
-	s.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users/%d", id)})
-	s.do(t, http1Client, request{method: "GET", path: "/users/999999"})
-	s.do(t, http1Client, request{method: "GET", path: "/no/such/thing"})
-	s.do(t, http1Client, request{method: "POST", path: "/users", header: jsonBody, body: `{"name":"x"}`})
-	s.do(t, http1Client, request{method: "POST", path: "/users", body: `{"name":"x"}`,
-		header: map[string]string{"Content-Type": "application/json", "x-api-key": "wrong"}})
+	s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)})
+	s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users/999999"})
+	s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/no/such/thing"})
+	s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Body: `{"name":"x"}`})
+	s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Body: `{"name":"x"}`,
+		Header: map[string]string{"Content-Type": "application/json", "x-api-key": "wrong"}})
 	for range 2 { // the second is a replay
-		s.do(t, http1Client, request{method: "POST", path: "/users", body: `{"name":"kept"}`, key: true,
-			header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": `"k-1"`}})
+		s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Body: `{"name":"kept"}`, Key: true,
+			Header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": `"k-1"`}})
 	}
-	s.do(t, http1Client, request{method: "POST", path: "/users", body: `{"name":"other"}`, key: true,
-		header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": `"k-1"`}})
+	s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Body: `{"name":"other"}`, Key: true,
+		Header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": `"k-1"`}})
 	for _, p := range rpcProtocols {
 		client := s.rpcClient(p, "")
 		if _, err := client.GetUser(context.Background(), &usersv1.GetUserRequest{Id: int32(id)}); err != nil {
@@ -115,10 +116,10 @@ func TestMetricsCountRequestsByRouteProtocolAndCode(t *testing.T) {
 	}
 
 	// Refused before the method runs: by connect, which cannot read the message, and by the key check.
-	s.do(t, http1Client, request{method: "POST", path: "/users.v1.Users/GetUser", header: jsonBody, body: `{"id":`})
-	s.do(t, http1Client, request{method: "POST", path: "/users.v1.Users/CreateUser", header: jsonBody, body: `{"name":"x"}`})
-	s.do(t, h2cClient, request{method: "POST", path: "/users.v1.Users/GetUser", body: "\x00\x00\x00\x00\x02\xff\xff",
-		header: map[string]string{"Content-Type": "application/grpc", "TE": "trailers"}}) // a message of two bytes that are no protobuf
+	s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users.v1.Users/GetUser", Header: apitest.JSONBody, Body: `{"id":`})
+	s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users.v1.Users/CreateUser", Header: apitest.JSONBody, Body: `{"name":"x"}`})
+	s.do(t, apitest.H2CClient, request{Method: "POST", Path: "/users.v1.Users/GetUser", Body: "\x00\x00\x00\x00\x02\xff\xff",
+		Header: map[string]string{"Content-Type": "application/grpc", "TE": "trailers"}}) // a message of two bytes that are no protobuf
 
 	families := scrape(t, admin)
 	requests := func(route, method, protocol, code string) map[string]string {

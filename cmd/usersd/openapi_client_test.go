@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"usersd/internal/apitest"
 )
 
 // webTools finds node and the page's npm tools (web/node_modules, from npm ci in web/). Without
@@ -64,7 +66,7 @@ func TestAClientGeneratedFromTheDocumentWorks(t *testing.T) {
 	run("type-check the client against the generated types", nil, filepath.Join(bin, "tsc"), "-p", "tsconfig.json")
 	run("bundle the client", []string{"NODE_PATH=" + modules}, filepath.Join(bin, "esbuild"), "client-test.ts",
 		"--bundle", "--platform=node", "--format=esm", "--outfile=client-test.mjs")
-	out := run("run the client against the binary", []string{"USERSD_URL=" + s.baseURL, "USERSD_KEY=" + testKey},
+	out := run("run the client against the binary", []string{"USERSD_URL=" + s.baseURL, "USERSD_KEY=" + apitest.Key},
 		node, "client-test.mjs")
 	if !strings.Contains(out, ": ok") {
 		t.Fatalf("the client did not finish: %s", out)

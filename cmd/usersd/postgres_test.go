@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
 	"usersd/store/storetest"
 )
 
@@ -75,40 +76,40 @@ func TestPostgresReplicasShareEverything(t *testing.T) {
 	// One user through all three replicas.
 	created := replicas[0].createUser(t, "travels", "")
 	path := fmt.Sprintf("/users/%d", idOf(t, created))
-	read := replicas[1].do(t, http1Client, request{method: "GET", path: path})
-	if read.status != http.StatusOK || !maps.Equal(decodeObject(t, read.body), created) {
-		t.Fatalf("replica 1 reads %d %s, want what replica 0 created: %v", read.status, read.body, created)
+	read := replicas[1].do(t, apitest.HTTP1Client, request{Method: "GET", Path: path})
+	if read.Status != http.StatusOK || !maps.Equal(apitest.DecodeObject(t, read.Body), created) {
+		t.Fatalf("replica 1 reads %d %s, want what replica 0 created: %v", read.Status, read.Body, created)
 	}
 	patch := func(s *testServer, etag, body string) response {
-		return s.do(t, http1Client, request{method: "PATCH", path: path, key: true, body: body,
-			header: map[string]string{"Content-Type": "application/merge-patch+json", "If-Match": etag}})
+		return s.do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: path, Key: true, Body: body,
+			Header: map[string]string{"Content-Type": "application/merge-patch+json", "If-Match": etag}})
 	}
-	updated := patch(replicas[2], read.header.Get("ETag"), `{"role":"moved"}`)
-	if updated.status != http.StatusOK {
-		t.Fatalf("replica 2 updates: %d %s", updated.status, updated.body)
+	updated := patch(replicas[2], read.Header.Get("ETag"), `{"role":"moved"}`)
+	if updated.Status != http.StatusOK {
+		t.Fatalf("replica 2 updates: %d %s", updated.Status, updated.Body)
 	}
-	if stale := patch(replicas[1], read.header.Get("ETag"), `{"role":"lost"}`); stale.status != http.StatusPreconditionFailed {
-		t.Fatalf("replica 1 updates with the etag replica 2 has outdated: %d %s, want 412", stale.status, stale.body)
+	if stale := patch(replicas[1], read.Header.Get("ETag"), `{"role":"lost"}`); stale.Status != http.StatusPreconditionFailed {
+		t.Fatalf("replica 1 updates with the etag replica 2 has outdated: %d %s, want 412", stale.Status, stale.Body)
 	}
-	del := replicas[1].do(t, http1Client, request{method: "DELETE", path: path, key: true, header: map[string]string{"If-Match": updated.header.Get("ETag")}})
-	if del.status != http.StatusNoContent {
-		t.Fatalf("replica 1 deletes: %d %s", del.status, del.body)
+	del := replicas[1].do(t, apitest.HTTP1Client, request{Method: "DELETE", Path: path, Key: true, Header: map[string]string{"If-Match": updated.Header.Get("ETag")}})
+	if del.Status != http.StatusNoContent {
+		t.Fatalf("replica 1 deletes: %d %s", del.Status, del.Body)
 	}
 	for i, s := range replicas {
-		if res := s.do(t, http1Client, request{method: "GET", path: path}); res.status != http.StatusNotFound {
-			t.Fatalf("replica %d still reads the deleted user: %d", i, res.status)
+		if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: path}); res.Status != http.StatusNotFound {
+			t.Fatalf("replica %d still reads the deleted user: %d", i, res.Status)
 		}
 	}
 
 	// An idempotency key used on one replica is known to the others.
-	create := request{method: "POST", path: "/users", key: true, body: `{"name":"once across replicas"}`,
-		header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": "replicas"}}
-	original := replicas[0].do(t, http1Client, create)
-	if original.status != http.StatusCreated {
-		t.Fatalf("keyed create: %d %s", original.status, original.body)
+	create := request{Method: "POST", Path: "/users", Key: true, Body: `{"name":"once across replicas"}`,
+		Header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": "replicas"}}
+	original := replicas[0].do(t, apitest.HTTP1Client, create)
+	if original.Status != http.StatusCreated {
+		t.Fatalf("keyed create: %d %s", original.Status, original.Body)
 	}
-	wantReplay(t, original, replicas[1].do(t, http1Client, create))
-	wantReplay(t, original, replicas[2].do(t, h2cClient, create))
+	wantReplay(t, original, replicas[1].do(t, apitest.HTTP1Client, create))
+	wantReplay(t, original, replicas[2].do(t, apitest.H2CClient, create))
 }
 
 // postJSON creates through the REST API with the test key, without the testing.T helpers, so that it
@@ -119,8 +120,8 @@ func postJSON(url, body string) (int, error) {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("x-api-key", testKey)
-	res, err := http1Client.Do(req)
+	req.Header.Set("x-api-key", apitest.Key)
+	res, err := apitest.HTTP1Client.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -134,11 +135,11 @@ func listAllIDs(t *testing.T, s *testServer) []int {
 	t.Helper()
 	var ids []int
 	for page := 1; ; page++ {
-		res := s.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users?limit=100&page=%d", page)})
-		if res.status != http.StatusOK {
-			t.Fatalf("list page %d: %d %s", page, res.status, res.body)
+		res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users?limit=100&page=%d", page)})
+		if res.Status != http.StatusOK {
+			t.Fatalf("list page %d: %d %s", page, res.Status, res.Body)
 		}
-		users := decodeArray(t, res.body)
+		users := apitest.DecodeArray(t, res.Body)
 		if len(users) == 0 {
 			return ids
 		}
@@ -158,28 +159,28 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 	s := startServerOn(t, proxy.dsn, nil)
 	id := idOf(t, s.createUser(t, "before the outage", ""))
 	path := fmt.Sprintf("/users/%d", id)
-	rpc := s.rpcClient(rpcProtocolNamed(t, "gRPC"), testKey)
+	rpc := s.rpcClient(rpcProtocolNamed(t, "gRPC"), apitest.Key)
 
 	proxy.cut()
 	for _, req := range []request{
-		{method: "GET", path: path},
-		{method: "GET", path: "/users"},
-		{method: "POST", path: "/users", header: jsonBody, body: `{"name":"during the outage"}`, key: true},
-		{method: "PATCH", path: path, header: jsonBody, body: `{"role":"x"}`, key: true},
+		{Method: "GET", Path: path},
+		{Method: "GET", Path: "/users"},
+		{Method: "POST", Path: "/users", Header: apitest.JSONBody, Body: `{"name":"during the outage"}`, Key: true},
+		{Method: "PATCH", Path: path, Header: apitest.JSONBody, Body: `{"role":"x"}`, Key: true},
 	} {
-		res := s.do(t, http1Client, req)
-		if res.status != http.StatusServiceUnavailable {
-			t.Errorf("%s %s during the outage: %d %s, want 503", req.method, req.path, res.status, res.body)
+		res := s.do(t, apitest.HTTP1Client, req)
+		if res.Status != http.StatusServiceUnavailable {
+			t.Errorf("%s %s during the outage: %d %s, want 503", req.Method, req.Path, res.Status, res.Body)
 			continue
 		}
-		if msg := res.errorMessage(t); msg != "the service is temporarily unavailable; retry later" {
-			t.Errorf("%s %s during the outage says %q", req.method, req.path, msg)
+		if msg := res.ErrorMessage(t); msg != "the service is temporarily unavailable; retry later" {
+			t.Errorf("%s %s during the outage says %q", req.Method, req.Path, msg)
 		}
 	}
 	_, err := rpc.GetUser(t.Context(), &usersv1.GetUserRequest{Id: int32(id)})
 	rpcWantCode(t, err, connect.CodeUnavailable)
-	if res := s.do(t, http1Client, request{method: "GET", path: "/health"}); res.status != http.StatusServiceUnavailable || string(res.body) != `{"ok":false}` {
-		t.Errorf("/health during the outage: %d %s, want 503 {\"ok\":false}", res.status, res.body)
+	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}); res.Status != http.StatusServiceUnavailable || string(res.Body) != `{"ok":false}` {
+		t.Errorf("/health during the outage: %d %s, want 503 {\"ok\":false}", res.Status, res.Body)
 	}
 	if status := grpcHealthStatus(t, s); status != 2 {
 		t.Errorf("gRPC health during the outage: %d, want NOT_SERVING (2)", status)
@@ -187,7 +188,7 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 
 	proxy.restore()
 	deadline := time.Now().Add(15 * time.Second)
-	for s.do(t, http1Client, request{method: "GET", path: "/health"}).status != http.StatusOK {
+	for s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}).Status != http.StatusOK {
 		if time.Now().After(deadline) {
 			t.Fatal("/health did not recover within 15s of the database coming back")
 		}
@@ -196,8 +197,8 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 	if status := grpcHealthStatus(t, s); status != 1 {
 		t.Errorf("gRPC health after the outage: %d, want SERVING (1)", status)
 	}
-	if res := s.do(t, http1Client, request{method: "GET", path: path}); res.status != http.StatusOK {
-		t.Errorf("read after the outage: %d %s", res.status, res.body)
+	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: path}); res.Status != http.StatusOK {
+		t.Errorf("read after the outage: %d %s", res.Status, res.Body)
 	}
 	if _, err := rpc.GetUser(t.Context(), &usersv1.GetUserRequest{Id: int32(id)}); err != nil {
 		t.Errorf("RPC read after the outage: %v", err)
@@ -334,7 +335,7 @@ func TestTheDatabasePasswordNeverReachesTheLog(t *testing.T) {
 	}
 	err := run(t.Context(), nil, []string{"-db", "postgres://user:" + password + "@127.0.0.1:1/none"}, func(name string) string {
 		if name == "USERS_API_KEYS" {
-			return testKey
+			return apitest.Key
 		}
 		return ""
 	}, io.Discard, io.Discard)

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"usersd/internal/apitest"
 )
 
 var (
@@ -54,7 +56,7 @@ func startProcess(t *testing.T, dbPath string, flags ...string) (*exec.Cmd, *tes
 func startProcessWithEnv(t *testing.T, env []string, dbPath string, flags ...string) (*exec.Cmd, *testServer, <-chan []map[string]any) {
 	t.Helper()
 	cmd := exec.Command(usersdBinary(t), append([]string{"-addr", "127.0.0.1:0", "-db", dbPath}, flags...)...)
-	cmd.Env = append(append(os.Environ(), "USERS_API_KEYS="+testKey), env...)
+	cmd.Env = append(append(os.Environ(), "USERS_API_KEYS="+apitest.Key), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +117,8 @@ func TestTheBinaryStopsCleanlyOnSignals(t *testing.T) {
 				t.Fatal(`no "stopped" log line: the shutdown was not the graceful one`)
 			}
 			_, again, _ := startProcess(t, s.dbPath)
-			if res := again.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users/%d", id)}); res.status != 200 {
-				t.Fatalf("the user written before %v: %d %s", sig, res.status, res.body)
+			if res := again.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != 200 {
+				t.Fatalf("the user written before %v: %d %s", sig, res.Status, res.Body)
 			}
 		})
 	}
@@ -148,7 +150,7 @@ func TestASecondSignalStopsTheDrainAtOnce(t *testing.T) {
 			}
 			req.ContentLength = 100 // more than will ever come
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("x-api-key", testKey)
+			req.Header.Set("x-api-key", apitest.Key)
 			go func() {
 				if res, err := (&http.Client{Transport: &http.Transport{}}).Do(req); err == nil {
 					res.Body.Close()
@@ -204,7 +206,7 @@ func TestMain(m *testing.M) {
 		serveBare() // the bare server of the idle connection test, never returns
 	}
 	code := m.Run()
-	if !contract.report(os.Stdout, testing.Verbose()) && code == 0 {
+	if !apitest.Report(os.Stdout, testing.Verbose()) && code == 0 {
 		code = 1
 	}
 	if builtBinary != "" {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
 )
 
 // prometheusPath finds a Prometheus server: USERS_TEST_PROMETHEUS, else prometheus on the PATH.
@@ -99,8 +100,8 @@ func TestPrometheusScrapesTheRequestsItCaused(t *testing.T) {
 	id := idOf(t, s.createUser(t, "ada", "admin"))
 	want := map[string]string{"rest": "3", "connect": "2", "grpc": "4", "grpc-web": "1"}
 	for range 3 {
-		if res := s.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users/%d", id)}); res.status != http.StatusOK {
-			t.Fatalf("GET /users/%d: %d", id, res.status)
+		if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != http.StatusOK {
+			t.Fatalf("GET /users/%d: %d", id, res.Status)
 		}
 	}
 	for protocol, calls := range map[string]int{"Connect binary": 2, "gRPC": 4, "gRPC-Web": 1} {

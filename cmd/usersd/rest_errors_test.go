@@ -5,24 +5,26 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"usersd/internal/apitest"
 )
 
 // TestRESTRejectsBadRequests sends every kind of bad request, each to its exact status with a
 // {"error": ...} body, and then checks that none of them changed anything.
 func TestRESTRejectsBadRequests(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
+	for _, tr := range apitest.Transports {
+		t.Run(tr.Name, func(t *testing.T) {
 			s := startServer(t)
 			existing := idOf(t, s.createUser(t, "existing", "admin"))
 			user := fmt.Sprintf("/users/%d", existing)
 			posts := user + "/posts"
-			if res := s.do(t, tr.client, request{method: "POST", path: posts, header: jsonBody, key: true, body: `{"title":"kept"}`}); res.status != 201 {
-				t.Fatalf("seed post: %d %s", res.status, res.body)
+			if res := s.do(t, tr.Client, request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"title":"kept"}`}); res.Status != 201 {
+				t.Fatalf("seed post: %d %s", res.Status, res.Body)
 			}
 			before := snapshot(t, s, existing)
 
 			const missing = "/users/999999"
-			wrongKey := map[string]string{"Content-Type": "application/json", "x-api-key": "wrong-" + testKey}
+			wrongKey := map[string]string{"Content-Type": "application/json", "x-api-key": "wrong-" + apitest.Key}
 			plain := map[string]string{"Content-Type": "text/plain"}
 			mergePatch := map[string]string{"Content-Type": "application/merge-patch+json"}
 			tooLarge := `{"name":"` + strings.Repeat("x", 1<<20) + `"}`
@@ -33,99 +35,99 @@ func TestRESTRejectsBadRequests(t *testing.T) {
 				allow  string
 			}{
 				// Authentication comes before anything else about a write.
-				{"a create without a key", request{method: "POST", path: "/users", header: jsonBody, body: `{"name":"x"}`}, 401, ""},
-				{"a create with a wrong key", request{method: "POST", path: "/users", header: wrongKey, body: `{"name":"x"}`}, 401, ""},
-				{"a create without a key and with a malformed body", request{method: "POST", path: "/users", header: jsonBody, body: `{"name":`}, 401, ""},
-				{"a create without a key and with a body over the limit", request{method: "POST", path: "/users", header: jsonBody, body: tooLarge}, 401, ""},
-				{"a create without a key and without a content type", request{method: "POST", path: "/users", body: `{"name":"x"}`}, 401, ""},
-				{"a replace without a key", request{method: "PUT", path: user, header: jsonBody, body: `{"name":"x"}`}, 401, ""},
-				{"a patch without a key", request{method: "PATCH", path: user, header: mergePatch, body: `{"name":"x"}`}, 401, ""},
-				{"a delete without a key", request{method: "DELETE", path: user}, 401, ""},
-				{"a delete with a wrong key", request{method: "DELETE", path: user, header: wrongKey}, 401, ""},
-				{"a post without a key", request{method: "POST", path: posts, header: jsonBody, body: `{"title":"x"}`}, 401, ""},
-				{"/private without a key", request{method: "GET", path: "/private"}, 401, ""},
-				{"/private with a wrong key", request{method: "GET", path: "/private", header: wrongKey}, 401, ""},
+				{"a create without a key", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Body: `{"name":"x"}`}, 401, ""},
+				{"a create with a wrong key", request{Method: "POST", Path: "/users", Header: wrongKey, Body: `{"name":"x"}`}, 401, ""},
+				{"a create without a key and with a malformed body", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Body: `{"name":`}, 401, ""},
+				{"a create without a key and with a body over the limit", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Body: tooLarge}, 401, ""},
+				{"a create without a key and without a content type", request{Method: "POST", Path: "/users", Body: `{"name":"x"}`}, 401, ""},
+				{"a replace without a key", request{Method: "PUT", Path: user, Header: apitest.JSONBody, Body: `{"name":"x"}`}, 401, ""},
+				{"a patch without a key", request{Method: "PATCH", Path: user, Header: mergePatch, Body: `{"name":"x"}`}, 401, ""},
+				{"a delete without a key", request{Method: "DELETE", Path: user}, 401, ""},
+				{"a delete with a wrong key", request{Method: "DELETE", Path: user, Header: wrongKey}, 401, ""},
+				{"a post without a key", request{Method: "POST", Path: posts, Header: apitest.JSONBody, Body: `{"title":"x"}`}, 401, ""},
+				{"/private without a key", request{Method: "GET", Path: "/private"}, 401, ""},
+				{"/private with a wrong key", request{Method: "GET", Path: "/private", Header: wrongKey}, 401, ""},
 
 				// Bodies of creates.
-				{"malformed JSON", request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"name":`}, 400, ""},
-				{"an unknown field", request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"name":"x","nmae":"y"}`}, 400, ""},
-				{"a name of the wrong type", request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"name":5}`}, 400, ""},
-				{"a role of the wrong type", request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"name":"x","role":["a"]}`}, 400, ""},
-				{"a missing name", request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"role":"admin"}`}, 400, ""},
-				{"an empty name", request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"name":""}`}, 400, ""},
-				{"a name of spaces", request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"name":"   "}`}, 400, ""},
-				{"a name of null", request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"name":null}`}, 400, ""},
-				{"a name too long", request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"name":"` + strings.Repeat("é", 201) + `"}`}, 400, ""},
-				{"a name with a control character", request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"name":"a\u0000b"}`}, 400, ""},
-				{"a member given twice", request{method: "POST", path: "/users", header: jsonBody, key: true, body: `{"name":"a","name":"b"}`}, 400, ""},
-				{"invalid UTF-8", request{method: "POST", path: "/users", header: jsonBody, key: true, body: "{\"name\":\"\xff\xfe\"}"}, 400, ""},
-				{"a JSON array", request{method: "POST", path: "/users", header: jsonBody, key: true, body: `[]`}, 400, ""},
-				{"JSON null", request{method: "POST", path: "/users", header: jsonBody, key: true, body: `null`}, 400, ""},
-				{"an empty body", request{method: "POST", path: "/users", header: jsonBody, key: true}, 400, ""},
-				{"no content type", request{method: "POST", path: "/users", key: true, body: `{"name":"x"}`}, 415, ""},
-				{"a text content type", request{method: "POST", path: "/users", header: plain, key: true, body: `{"name":"x"}`}, 415, ""},
-				{"a charset other than UTF-8", request{method: "POST", path: "/users", header: map[string]string{"Content-Type": "application/json; charset=latin1"}, key: true, body: `{"name":"x"}`}, 415, ""},
-				{"a body over 1 MiB", request{method: "POST", path: "/users", header: jsonBody, key: true, body: tooLarge}, 413, ""},
+				{"malformed JSON", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":`}, 400, ""},
+				{"an unknown field", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":"x","nmae":"y"}`}, 400, ""},
+				{"a name of the wrong type", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":5}`}, 400, ""},
+				{"a role of the wrong type", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":"x","role":["a"]}`}, 400, ""},
+				{"a missing name", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"role":"admin"}`}, 400, ""},
+				{"an empty name", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":""}`}, 400, ""},
+				{"a name of spaces", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":"   "}`}, 400, ""},
+				{"a name of null", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":null}`}, 400, ""},
+				{"a name too long", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":"` + strings.Repeat("é", 201) + `"}`}, 400, ""},
+				{"a name with a control character", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":"a\u0000b"}`}, 400, ""},
+				{"a member given twice", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":"a","name":"b"}`}, 400, ""},
+				{"invalid UTF-8", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: "{\"name\":\"\xff\xfe\"}"}, 400, ""},
+				{"a JSON array", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `[]`}, 400, ""},
+				{"JSON null", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `null`}, 400, ""},
+				{"an empty body", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true}, 400, ""},
+				{"no content type", request{Method: "POST", Path: "/users", Key: true, Body: `{"name":"x"}`}, 415, ""},
+				{"a text content type", request{Method: "POST", Path: "/users", Header: plain, Key: true, Body: `{"name":"x"}`}, 415, ""},
+				{"a charset other than UTF-8", request{Method: "POST", Path: "/users", Header: map[string]string{"Content-Type": "application/json; charset=latin1"}, Key: true, Body: `{"name":"x"}`}, 415, ""},
+				{"a body over 1 MiB", request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: tooLarge}, 413, ""},
 
 				// Replace and patch.
-				{"a replace whose body names another id", request{method: "PUT", path: user, header: jsonBody, key: true, body: fmt.Sprintf(`{"id":%d,"name":"x"}`, existing+1)}, 400, ""},
-				{"a replace without a name", request{method: "PUT", path: user, header: jsonBody, key: true, body: `{"role":"x"}`}, 400, ""},
-				{"a replace with a text body", request{method: "PUT", path: user, header: plain, key: true, body: `{"name":"x"}`}, 415, ""},
-				{"a replace of a missing user", request{method: "PUT", path: missing, header: jsonBody, key: true, body: `{"name":"x"}`}, 404, ""},
-				{"a patch that removes the name", request{method: "PATCH", path: user, header: mergePatch, key: true, body: `{"name":null}`}, 400, ""},
-				{"a patch that empties the name", request{method: "PATCH", path: user, header: mergePatch, key: true, body: `{"name":""}`}, 400, ""},
-				{"a patch that is an array", request{method: "PATCH", path: user, header: mergePatch, key: true, body: `[{"op":"replace"}]`}, 400, ""},
-				{"a patch that is a string", request{method: "PATCH", path: user, header: mergePatch, key: true, body: `"x"`}, 400, ""},
-				{"a patch with an unknown member", request{method: "PATCH", path: user, header: mergePatch, key: true, body: `{"bogus":1}`}, 400, ""},
-				{"a patch whose body names another id", request{method: "PATCH", path: user, header: mergePatch, key: true, body: fmt.Sprintf(`{"id":%d}`, existing+1)}, 400, ""},
-				{"a patch as JSON Patch", request{method: "PATCH", path: user, header: map[string]string{"Content-Type": "application/json-patch+json"}, key: true, body: `[]`}, 415, ""},
-				{"a patch of a missing user", request{method: "PATCH", path: missing, header: mergePatch, key: true, body: `{"role":"x"}`}, 404, ""},
-				{"a delete of a missing user", request{method: "DELETE", path: missing, key: true}, 404, ""},
+				{"a replace whose body names another id", request{Method: "PUT", Path: user, Header: apitest.JSONBody, Key: true, Body: fmt.Sprintf(`{"id":%d,"name":"x"}`, existing+1)}, 400, ""},
+				{"a replace without a name", request{Method: "PUT", Path: user, Header: apitest.JSONBody, Key: true, Body: `{"role":"x"}`}, 400, ""},
+				{"a replace with a text body", request{Method: "PUT", Path: user, Header: plain, Key: true, Body: `{"name":"x"}`}, 415, ""},
+				{"a replace of a missing user", request{Method: "PUT", Path: missing, Header: apitest.JSONBody, Key: true, Body: `{"name":"x"}`}, 404, ""},
+				{"a patch that removes the name", request{Method: "PATCH", Path: user, Header: mergePatch, Key: true, Body: `{"name":null}`}, 400, ""},
+				{"a patch that empties the name", request{Method: "PATCH", Path: user, Header: mergePatch, Key: true, Body: `{"name":""}`}, 400, ""},
+				{"a patch that is an array", request{Method: "PATCH", Path: user, Header: mergePatch, Key: true, Body: `[{"op":"replace"}]`}, 400, ""},
+				{"a patch that is a string", request{Method: "PATCH", Path: user, Header: mergePatch, Key: true, Body: `"x"`}, 400, ""},
+				{"a patch with an unknown member", request{Method: "PATCH", Path: user, Header: mergePatch, Key: true, Body: `{"bogus":1}`}, 400, ""},
+				{"a patch whose body names another id", request{Method: "PATCH", Path: user, Header: mergePatch, Key: true, Body: fmt.Sprintf(`{"id":%d}`, existing+1)}, 400, ""},
+				{"a patch as JSON Patch", request{Method: "PATCH", Path: user, Header: map[string]string{"Content-Type": "application/json-patch+json"}, Key: true, Body: `[]`}, 415, ""},
+				{"a patch of a missing user", request{Method: "PATCH", Path: missing, Header: mergePatch, Key: true, Body: `{"role":"x"}`}, 404, ""},
+				{"a delete of a missing user", request{Method: "DELETE", Path: missing, Key: true}, 404, ""},
 
 				// Posts.
-				{"a post without a title", request{method: "POST", path: posts, header: jsonBody, key: true, body: `{"body":"b"}`}, 400, ""},
-				{"a post for another user", request{method: "POST", path: posts, header: jsonBody, key: true, body: fmt.Sprintf(`{"title":"t","userId":%d}`, existing+1)}, 400, ""},
-				{"a post with a body of the wrong type", request{method: "POST", path: posts, header: jsonBody, key: true, body: `{"title":"t","body":5}`}, 400, ""},
-				{"a post for a missing user", request{method: "POST", path: missing + "/posts", header: jsonBody, key: true, body: `{"title":"t"}`}, 404, ""},
+				{"a post without a title", request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"body":"b"}`}, 400, ""},
+				{"a post for another user", request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: fmt.Sprintf(`{"title":"t","userId":%d}`, existing+1)}, 400, ""},
+				{"a post with a body of the wrong type", request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"title":"t","body":5}`}, 400, ""},
+				{"a post for a missing user", request{Method: "POST", Path: missing + "/posts", Header: apitest.JSONBody, Key: true, Body: `{"title":"t"}`}, 404, ""},
 
 				// Ids in the path.
-				{"a word as id", request{method: "GET", path: "/users/abc"}, 400, ""},
-				{"id zero", request{method: "GET", path: "/users/0"}, 400, ""},
-				{"a negative id", request{method: "GET", path: "/users/-1"}, 400, ""},
-				{"a fractional id", request{method: "GET", path: "/users/1.5"}, 400, ""},
-				{"an id past int32", request{method: "GET", path: "/users/2147483648"}, 400, ""},
-				{"a word as id of posts", request{method: "GET", path: "/users/abc/posts"}, 400, ""},
-				{"a delete with a word as id", request{method: "DELETE", path: "/users/abc", key: true}, 400, ""},
-				{"a missing user", request{method: "GET", path: missing}, 404, ""},
+				{"a word as id", request{Method: "GET", Path: "/users/abc"}, 400, ""},
+				{"id zero", request{Method: "GET", Path: "/users/0"}, 400, ""},
+				{"a negative id", request{Method: "GET", Path: "/users/-1"}, 400, ""},
+				{"a fractional id", request{Method: "GET", Path: "/users/1.5"}, 400, ""},
+				{"an id past int32", request{Method: "GET", Path: "/users/2147483648"}, 400, ""},
+				{"a word as id of posts", request{Method: "GET", Path: "/users/abc/posts"}, 400, ""},
+				{"a delete with a word as id", request{Method: "DELETE", Path: "/users/abc", Key: true}, 400, ""},
+				{"a missing user", request{Method: "GET", Path: missing}, 404, ""},
 
 				// Routes.
-				{"an unknown path", request{method: "GET", path: "/nope"}, 404, ""},
-				{"an unknown path with POST", request{method: "POST", path: "/nope", header: jsonBody, body: `{}`}, 404, ""},
-				{"an unknown path with DELETE", request{method: "DELETE", path: "/nope"}, 404, ""},
-				{"an unknown subresource", request{method: "GET", path: user + "/comments"}, 404, ""},
-				{"a verb route", request{method: "POST", path: "/users/create", header: jsonBody, key: true, body: `{"name":"x"}`}, 405, "DELETE, GET, HEAD, PATCH, PUT"},
-				{"PUT on the collection", request{method: "PUT", path: "/users", header: jsonBody, key: true, body: `{"name":"x"}`}, 405, "GET, HEAD, POST"},
-				{"POST on a user", request{method: "POST", path: user, header: jsonBody, key: true, body: `{"name":"x"}`}, 405, "DELETE, GET, HEAD, PATCH, PUT"},
-				{"DELETE on posts", request{method: "DELETE", path: posts, key: true}, 405, "GET, HEAD, POST"},
-				{"DELETE on /health", request{method: "DELETE", path: "/health"}, 405, "GET, HEAD"},
-				{"GET on /echo", request{method: "GET", path: "/echo"}, 405, "POST"},
-				{"POST on a static file", request{method: "POST", path: "/index.html"}, 405, "GET, HEAD"},
+				{"an unknown path", request{Method: "GET", Path: "/nope"}, 404, ""},
+				{"an unknown path with POST", request{Method: "POST", Path: "/nope", Header: apitest.JSONBody, Body: `{}`}, 404, ""},
+				{"an unknown path with DELETE", request{Method: "DELETE", Path: "/nope"}, 404, ""},
+				{"an unknown subresource", request{Method: "GET", Path: user + "/comments"}, 404, ""},
+				{"a verb route", request{Method: "POST", Path: "/users/create", Header: apitest.JSONBody, Key: true, Body: `{"name":"x"}`}, 405, "DELETE, GET, HEAD, PATCH, PUT"},
+				{"PUT on the collection", request{Method: "PUT", Path: "/users", Header: apitest.JSONBody, Key: true, Body: `{"name":"x"}`}, 405, "GET, HEAD, POST"},
+				{"POST on a user", request{Method: "POST", Path: user, Header: apitest.JSONBody, Key: true, Body: `{"name":"x"}`}, 405, "DELETE, GET, HEAD, PATCH, PUT"},
+				{"DELETE on posts", request{Method: "DELETE", Path: posts, Key: true}, 405, "GET, HEAD, POST"},
+				{"DELETE on /health", request{Method: "DELETE", Path: "/health"}, 405, "GET, HEAD"},
+				{"GET on /echo", request{Method: "GET", Path: "/echo"}, 405, "POST"},
+				{"POST on a static file", request{Method: "POST", Path: "/index.html"}, 405, "GET, HEAD"},
 
 				// The public echo.
-				{"an echo of malformed JSON", request{method: "POST", path: "/echo", header: jsonBody, body: `{"a":`}, 400, ""},
-				{"an echo of text", request{method: "POST", path: "/echo", header: plain, body: `hello`}, 415, ""},
+				{"an echo of malformed JSON", request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: `{"a":`}, 400, ""},
+				{"an echo of text", request{Method: "POST", Path: "/echo", Header: plain, Body: `hello`}, 415, ""},
 			}
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
-					res := s.do(t, tr.client, c.req)
-					if res.status != c.status {
-						t.Fatalf("%s %s: %d %s, want %d", c.req.method, c.req.path, res.status, res.body, c.status)
+					res := s.do(t, tr.Client, c.req)
+					if res.Status != c.status {
+						t.Fatalf("%s %s: %d %s, want %d", c.req.Method, c.req.Path, res.Status, res.Body, c.status)
 					}
-					res.errorMessage(t)
-					if res.header.Get("Content-Type") != "application/json" {
-						t.Errorf("Content-Type %q", res.header.Get("Content-Type"))
+					res.ErrorMessage(t)
+					if res.Header.Get("Content-Type") != "application/json" {
+						t.Errorf("Content-Type %q", res.Header.Get("Content-Type"))
 					}
-					if got := res.header.Get("Allow"); got != c.allow {
+					if got := res.Header.Get("Allow"); got != c.allow {
 						t.Errorf("Allow %q, want %q", got, c.allow)
 					}
 				})
@@ -141,10 +143,10 @@ func TestRESTRejectsBadRequests(t *testing.T) {
 // snapshot reads everything a client can see of the users and of one user's posts.
 func snapshot(t *testing.T, s *testServer, userID int) string {
 	t.Helper()
-	users := s.do(t, http1Client, request{method: "GET", path: "/users?limit=100"})
-	posts := s.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users/%d/posts?limit=100", userID)})
-	if users.status != http.StatusOK || posts.status != http.StatusOK {
-		t.Fatalf("snapshot: users %d, posts %d", users.status, posts.status)
+	users := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users?limit=100"})
+	posts := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d/posts?limit=100", userID)})
+	if users.Status != http.StatusOK || posts.Status != http.StatusOK {
+		t.Fatalf("snapshot: users %d, posts %d", users.Status, posts.Status)
 	}
-	return string(users.body) + " " + users.header.Get("X-Total-Count") + " | " + string(posts.body)
+	return string(users.Body) + " " + users.Header.Get("X-Total-Count") + " | " + string(posts.Body)
 }

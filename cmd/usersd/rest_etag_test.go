@@ -6,13 +6,15 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+
+	"usersd/internal/apitest"
 )
 
 // etagOf returns the ETag header of a user answer, failing the test unless it equals the body's etag.
 func etagOf(t *testing.T, res response) string {
 	t.Helper()
-	tag := res.header.Get("ETag")
-	if body := decodeObject(t, res.body); tag == "" || body["etag"] != tag {
+	tag := res.Header.Get("ETag")
+	if body := apitest.DecodeObject(t, res.Body); tag == "" || body["etag"] != tag {
 		t.Fatalf("ETag header %q, body etag %v: want the same non-empty tag", tag, body["etag"])
 	}
 	return tag
@@ -33,27 +35,27 @@ func etagVersion(t *testing.T, tag any) int {
 // TestRESTConditionalReads checks If-None-Match on GET /users/:id: 304 with the tag and no body when
 // the client's copy is current, the full answer otherwise.
 func TestRESTConditionalReads(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
+	for _, tr := range apitest.Transports {
+		t.Run(tr.Name, func(t *testing.T) {
 			s := startServer(t)
 			path := fmt.Sprintf("/users/%d", idOf(t, s.createUser(t, "cached", "")))
-			current := etagOf(t, s.do(t, tr.client, request{method: "GET", path: path}))
+			current := etagOf(t, s.do(t, tr.Client, request{Method: "GET", Path: path}))
 
 			for _, value := range []string{current, "W/" + current, "*", `"99", ` + current, `"99",,` + current} {
-				res := s.do(t, tr.client, request{method: "GET", path: path, header: map[string]string{"If-None-Match": value}})
-				if res.status != http.StatusNotModified || len(res.body) != 0 || res.header.Get("ETag") != current {
-					t.Errorf("If-None-Match %s: %d, ETag %q, body %q; want 304, ETag %s, no body", value, res.status, res.header.Get("ETag"), res.body, current)
+				res := s.do(t, tr.Client, request{Method: "GET", Path: path, Header: map[string]string{"If-None-Match": value}})
+				if res.Status != http.StatusNotModified || len(res.Body) != 0 || res.Header.Get("ETag") != current {
+					t.Errorf("If-None-Match %s: %d, ETag %q, body %q; want 304, ETag %s, no body", value, res.Status, res.Header.Get("ETag"), res.Body, current)
 				}
 			}
 			for _, value := range []string{`"99"`, `W/"2"`, `"01"`, `1`, `"unterminated`} {
-				res := s.do(t, tr.client, request{method: "GET", path: path, header: map[string]string{"If-None-Match": value}})
-				if res.status != http.StatusOK || etagOf(t, res) != current {
-					t.Errorf("If-None-Match %s: %d %s; want 200 with the user", value, res.status, res.body)
+				res := s.do(t, tr.Client, request{Method: "GET", Path: path, Header: map[string]string{"If-None-Match": value}})
+				if res.Status != http.StatusOK || etagOf(t, res) != current {
+					t.Errorf("If-None-Match %s: %d %s; want 200 with the user", value, res.Status, res.Body)
 				}
 			}
-			missing := s.do(t, tr.client, request{method: "GET", path: "/users/999999", header: map[string]string{"If-None-Match": "*"}})
-			if missing.status != http.StatusNotFound {
-				t.Errorf("If-None-Match * on a missing user: %d, want 404", missing.status)
+			missing := s.do(t, tr.Client, request{Method: "GET", Path: "/users/999999", Header: map[string]string{"If-None-Match": "*"}})
+			if missing.Status != http.StatusNotFound {
+				t.Errorf("If-None-Match * on a missing user: %d, want 404", missing.Status)
 			}
 		})
 	}
@@ -73,9 +75,9 @@ func TestRESTConditionalWrites(t *testing.T) {
 		{"PATCH", map[string]string{"Content-Type": "application/merge-patch+json"}, `{"role":"patched"}`, 200},
 		{"DELETE", nil, "", 204},
 	}
-	for _, tr := range transports {
+	for _, tr := range apitest.Transports {
 		for _, write := range writes {
-			t.Run(tr.name+"/"+write.method, func(t *testing.T) {
+			t.Run(tr.Name+"/"+write.method, func(t *testing.T) {
 				s := startServer(t)
 				id := idOf(t, s.createUser(t, "original", ""))
 				path := fmt.Sprintf("/users/%d", id)
@@ -84,10 +86,10 @@ func TestRESTConditionalWrites(t *testing.T) {
 					for k, v := range write.header {
 						header[k] = v
 					}
-					return s.do(t, tr.client, request{method: write.method, path: path, header: header, body: write.body, key: true})
+					return s.do(t, tr.Client, request{Method: write.method, Path: path, Header: header, Body: write.body, Key: true})
 				}
 				// Move the user to version 2, so that "1" is stale.
-				patch := s.do(t, tr.client, request{method: "PATCH", path: path, header: map[string]string{"Content-Type": "application/json"}, body: `{"name":"renamed"}`, key: true})
+				patch := s.do(t, tr.Client, request{Method: "PATCH", Path: path, Header: map[string]string{"Content-Type": "application/json"}, Body: `{"name":"renamed"}`, Key: true})
 				current := etagOf(t, patch)
 				before := snapshot(t, s, id)
 
@@ -107,34 +109,34 @@ func TestRESTConditionalWrites(t *testing.T) {
 				}
 				for _, c := range refused {
 					res := send(c.ifMatch)
-					if res.status != c.status {
-						t.Errorf("If-Match %s: %d %s, want %d", c.ifMatch, res.status, res.body, c.status)
+					if res.Status != c.status {
+						t.Errorf("If-Match %s: %d %s, want %d", c.ifMatch, res.Status, res.Body, c.status)
 						continue
 					}
-					res.errorMessage(t)
+					res.ErrorMessage(t)
 				}
 				if after := snapshot(t, s, id); after != before {
 					t.Fatalf("refused writes changed the store:\nbefore %s\nafter  %s", before, after)
 				}
 
-				missing := s.do(t, tr.client, request{method: write.method, path: "/users/999999", header: map[string]string{"If-Match": "*", "Content-Type": "application/json"}, body: write.body, key: true})
-				if missing.status != http.StatusNotFound {
-					t.Errorf("If-Match * on a missing user: %d %s, want 404", missing.status, missing.body)
+				missing := s.do(t, tr.Client, request{Method: write.method, Path: "/users/999999", Header: map[string]string{"If-Match": "*", "Content-Type": "application/json"}, Body: write.body, Key: true})
+				if missing.Status != http.StatusNotFound {
+					t.Errorf("If-Match * on a missing user: %d %s, want 404", missing.Status, missing.Body)
 				}
 
 				res := send(`"7", ` + current)
-				if res.status != write.status {
-					t.Fatalf("If-Match with the current tag in a list: %d %s, want %d", res.status, res.body, write.status)
+				if res.Status != write.status {
+					t.Fatalf("If-Match with the current tag in a list: %d %s, want %d", res.Status, res.Body, write.status)
 				}
 				if write.method != "DELETE" {
 					if next := etagOf(t, res); next == current {
 						t.Fatalf("a write kept the etag %s", current)
 					}
-					if res := send("*"); res.status != write.status {
-						t.Fatalf("If-Match *: %d %s, want %d", res.status, res.body, write.status)
+					if res := send("*"); res.Status != write.status {
+						t.Fatalf("If-Match *: %d %s, want %d", res.Status, res.Body, write.status)
 					}
-				} else if res := s.do(t, tr.client, request{method: "GET", path: path}); res.status != http.StatusNotFound {
-					t.Fatalf("after a conditional delete the user reads %d", res.status)
+				} else if res := s.do(t, tr.Client, request{Method: "GET", Path: path}); res.Status != http.StatusNotFound {
+					t.Fatalf("after a conditional delete the user reads %d", res.Status)
 				}
 			})
 		}
@@ -148,13 +150,13 @@ func TestRESTEmptyPatchStillChecksIfMatch(t *testing.T) {
 	created := s.createUser(t, "unchanged", "")
 	path := fmt.Sprintf("/users/%d", idOf(t, created))
 	header := map[string]string{"Content-Type": "application/merge-patch+json", "If-Match": `"9"`}
-	if res := s.do(t, http1Client, request{method: "PATCH", path: path, header: header, body: `{}`, key: true}); res.status != 412 {
-		t.Fatalf("empty PATCH with a stale If-Match: %d %s, want 412", res.status, res.body)
+	if res := s.do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: path, Header: header, Body: `{}`, Key: true}); res.Status != 412 {
+		t.Fatalf("empty PATCH with a stale If-Match: %d %s, want 412", res.Status, res.Body)
 	}
 	header["If-Match"] = fmt.Sprint(created["etag"])
-	res := s.do(t, http1Client, request{method: "PATCH", path: path, header: header, body: `{}`, key: true})
-	if res.status != 200 || etagOf(t, res) != created["etag"] {
-		t.Fatalf("empty PATCH with the current If-Match: %d %s, want 200 and the etag unchanged", res.status, res.body)
+	res := s.do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: path, Header: header, Body: `{}`, Key: true})
+	if res.Status != 200 || etagOf(t, res) != created["etag"] {
+		t.Fatalf("empty PATCH with the current If-Match: %d %s, want 200 and the etag unchanged", res.Status, res.Body)
 	}
 }
 
@@ -174,14 +176,14 @@ func TestRESTLostUpdatesAreRefused(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Go(func() {
-			client := transports[i%len(transports)].client
-			read := s.do(t, client, request{method: "GET", path: path})
-			tag := read.header.Get("ETag")
-			res := s.do(t, client, request{method: "PATCH", path: path, key: true, body: fmt.Sprintf(`{"name":"writer %d"}`, i),
-				header: map[string]string{"Content-Type": "application/merge-patch+json", "If-Match": tag}})
-			outcomes[i] = outcome{readTag: tag, status: res.status}
-			if res.status == http.StatusOK {
-				outcomes[i].result = decodeObject(t, res.body)
+			client := apitest.Transports[i%len(apitest.Transports)].Client
+			read := s.do(t, client, request{Method: "GET", Path: path})
+			tag := read.Header.Get("ETag")
+			res := s.do(t, client, request{Method: "PATCH", Path: path, Key: true, Body: fmt.Sprintf(`{"name":"writer %d"}`, i),
+				Header: map[string]string{"Content-Type": "application/merge-patch+json", "If-Match": tag}})
+			outcomes[i] = outcome{readTag: tag, status: res.Status}
+			if res.Status == http.StatusOK {
+				outcomes[i].result = apitest.DecodeObject(t, res.Body)
 			}
 		})
 	}
@@ -207,7 +209,7 @@ func TestRESTLostUpdatesAreRefused(t *testing.T) {
 	if len(winners) == 0 {
 		t.Fatal("no writer won")
 	}
-	final := decodeObject(t, s.do(t, http1Client, request{method: "GET", path: path}).body)
+	final := apitest.DecodeObject(t, s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: path}).Body)
 	if got := etagVersion(t, final["etag"]); got != 1+len(winners) {
 		t.Errorf("version %d after %d successful writes, want %d: a write happened that no client saw succeed", got, len(winners), 1+len(winners))
 	}
@@ -229,9 +231,9 @@ func TestRESTWritesHonourIfNoneMatch(t *testing.T) {
 		{"PATCH", "application/merge-patch+json", `{"role":"patched"}`, 200},
 		{"DELETE", "", "", 204},
 	}
-	for _, tr := range transports {
+	for _, tr := range apitest.Transports {
 		for _, write := range writes {
-			t.Run(tr.name+"/"+write.method, func(t *testing.T) {
+			t.Run(tr.Name+"/"+write.method, func(t *testing.T) {
 				s := startServer(t)
 				created := s.createUser(t, "original", "")
 				id, current := idOf(t, created), fmt.Sprint(created["etag"])
@@ -244,7 +246,7 @@ func TestRESTWritesHonourIfNoneMatch(t *testing.T) {
 					for k, v := range conditions {
 						header[k] = v
 					}
-					return s.do(t, tr.client, request{method: write.method, path: path, header: header, body: write.body, key: true})
+					return s.do(t, tr.Client, request{Method: write.method, Path: path, Header: header, Body: write.body, Key: true})
 				}
 				before := snapshot(t, s, id)
 				for _, c := range []struct {
@@ -259,20 +261,20 @@ func TestRESTWritesHonourIfNoneMatch(t *testing.T) {
 					{map[string]string{"If-None-Match": `1`}, 400},
 				} {
 					res := send(path, c.conditions)
-					if res.status != c.status {
-						t.Errorf("%v: %d %s, want %d", c.conditions, res.status, res.body, c.status)
+					if res.Status != c.status {
+						t.Errorf("%v: %d %s, want %d", c.conditions, res.Status, res.Body, c.status)
 						continue
 					}
-					res.errorMessage(t)
+					res.ErrorMessage(t)
 				}
 				if after := snapshot(t, s, id); after != before {
 					t.Fatalf("refused writes changed the store:\nbefore %s\nafter  %s", before, after)
 				}
-				if res := send("/users/999999", map[string]string{"If-None-Match": "*"}); res.status != http.StatusNotFound {
-					t.Errorf("If-None-Match * on a missing user: %d %s, want 404", res.status, res.body)
+				if res := send("/users/999999", map[string]string{"If-None-Match": "*"}); res.Status != http.StatusNotFound {
+					t.Errorf("If-None-Match * on a missing user: %d %s, want 404", res.Status, res.Body)
 				}
-				if res := send(path, map[string]string{"If-Match": current, "If-None-Match": `"9"`}); res.status != write.status {
-					t.Fatalf("If-None-Match with another tag: %d %s, want %d", res.status, res.body, write.status)
+				if res := send(path, map[string]string{"If-Match": current, "If-None-Match": `"9"`}); res.Status != write.status {
+					t.Fatalf("If-None-Match with another tag: %d %s, want %d", res.Status, res.Body, write.status)
 				}
 			})
 		}

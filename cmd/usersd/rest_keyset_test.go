@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"usersd/internal/apitest"
 )
 
 // linkTarget returns the target of the Link header's relation rel, or "" if it has none.
@@ -24,12 +26,12 @@ func linkTarget(t *testing.T, header http.Header, rel string) string {
 // listIDs GETs path and returns the ids of the listed items, failing on anything but 200.
 func (s *testServer) listIDs(t *testing.T, client *http.Client, path string) ([]int, response) {
 	t.Helper()
-	res := s.do(t, client, request{method: "GET", path: path})
-	if res.status != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", path, res.status, res.body)
+	res := s.do(t, client, request{Method: "GET", Path: path})
+	if res.Status != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, res.Status, res.Body)
 	}
 	var ids []int
-	for _, item := range decodeArray(t, res.body) {
+	for _, item := range apitest.DecodeArray(t, res.Body) {
 		ids = append(ids, idOf(t, item))
 	}
 	return ids, res
@@ -46,18 +48,18 @@ func (s *testServer) walkKeyset(t *testing.T, client *http.Client, path, query s
 			t.Fatalf("the walk from %s does not end", path+"?"+query)
 		}
 		ids, res := s.listIDs(t, client, next)
-		if got := res.header.Get("X-Total-Count"); got != fmt.Sprint(wantTotal) {
+		if got := res.Header.Get("X-Total-Count"); got != fmt.Sprint(wantTotal) {
 			t.Fatalf("GET %s: X-Total-Count %s, want %d", next, got, wantTotal)
 		}
-		first := linkTarget(t, res.header, "first")
+		first := linkTarget(t, res.Header, "first")
 		if u, err := url.Parse(first); err != nil || u.Query().Get("pagination") != "keyset" || u.Query().Has("cursor") || u.Query().Has("page") {
 			t.Fatalf("GET %s: first link %q is not the keyset first page", next, first)
 		}
-		if linkTarget(t, res.header, "last") != "" || linkTarget(t, res.header, "prev") != "" {
-			t.Fatalf("GET %s: keyset Link %q has last or prev", next, res.header.Get("Link"))
+		if linkTarget(t, res.Header, "last") != "" || linkTarget(t, res.Header, "prev") != "" {
+			t.Fatalf("GET %s: keyset Link %q has last or prev", next, res.Header.Get("Link"))
 		}
 		all = append(all, ids...)
-		next = linkTarget(t, res.header, "next")
+		next = linkTarget(t, res.Header, "next")
 	}
 	return all
 }
@@ -77,14 +79,14 @@ func TestRESTKeysetPagingWalksWhatPageNumbersList(t *testing.T) {
 		{"role=nobody", "role=nobody"},
 		{"sort=-id&limit=100", "sort=-id"},
 	}
-	for _, tr := range transports {
+	for _, tr := range apitest.Transports {
 		for _, c := range cases {
-			t.Run(tr.name+"/"+c.keyset, func(t *testing.T) {
-				want, res := s.listIDs(t, tr.client, "/users?limit=100&"+c.sameList)
-				if res.header.Get("X-Total-Count") != fmt.Sprint(len(want)) {
-					t.Fatalf("page numbers: X-Total-Count %s for %d users", res.header.Get("X-Total-Count"), len(want))
+			t.Run(tr.Name+"/"+c.keyset, func(t *testing.T) {
+				want, res := s.listIDs(t, tr.Client, "/users?limit=100&"+c.sameList)
+				if res.Header.Get("X-Total-Count") != fmt.Sprint(len(want)) {
+					t.Fatalf("page numbers: X-Total-Count %s for %d users", res.Header.Get("X-Total-Count"), len(want))
 				}
-				if got := s.walkKeyset(t, tr.client, "/users", c.keyset, len(want)); !slices.Equal(got, want) {
+				if got := s.walkKeyset(t, tr.Client, "/users", c.keyset, len(want)); !slices.Equal(got, want) {
 					t.Fatalf("keyset walk %v, want %v", got, want)
 				}
 			})
@@ -110,10 +112,10 @@ func TestRESTNamePrefixSearchIgnoresCase(t *testing.T) {
 		{"namePrefix=zz", nil},
 		{"namePrefix=", []int{ada, adam, ada + 2, kelvin}}, // empty means absent
 	} {
-		for _, tr := range transports {
-			ids, res := s.listIDs(t, tr.client, "/users?"+c.query)
-			if !slices.Equal(ids, c.want) || res.header.Get("X-Total-Count") != fmt.Sprint(len(c.want)) {
-				t.Errorf("%s %s: ids %v total %s, want %v", tr.name, c.query, ids, res.header.Get("X-Total-Count"), c.want)
+		for _, tr := range apitest.Transports {
+			ids, res := s.listIDs(t, tr.Client, "/users?"+c.query)
+			if !slices.Equal(ids, c.want) || res.Header.Get("X-Total-Count") != fmt.Sprint(len(c.want)) {
+				t.Errorf("%s %s: ids %v total %s, want %v", tr.Name, c.query, ids, res.Header.Get("X-Total-Count"), c.want)
 			}
 		}
 	}
@@ -124,15 +126,15 @@ func TestRESTPostsPageByCursor(t *testing.T) {
 	author := idOf(t, s.createUser(t, "author", ""))
 	path := fmt.Sprintf("/users/%d/posts", author)
 	for i := range 5 {
-		res := s.do(t, http1Client, request{method: "POST", path: path, header: jsonBody, body: fmt.Sprintf(`{"title":"post %d"}`, i), key: true})
-		if res.status != http.StatusCreated {
-			t.Fatalf("create post: %d %s", res.status, res.body)
+		res := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: path, Header: apitest.JSONBody, Body: fmt.Sprintf(`{"title":"post %d"}`, i), Key: true})
+		if res.Status != http.StatusCreated {
+			t.Fatalf("create post: %d %s", res.Status, res.Body)
 		}
 	}
-	for _, tr := range transports {
-		want, _ := s.listIDs(t, tr.client, path)
-		if got := s.walkKeyset(t, tr.client, path, "limit=2", 5); !slices.Equal(got, want) || len(want) != 5 {
-			t.Fatalf("%s: keyset walk of posts %v, want %v", tr.name, got, want)
+	for _, tr := range apitest.Transports {
+		want, _ := s.listIDs(t, tr.Client, path)
+		if got := s.walkKeyset(t, tr.Client, path, "limit=2", 5); !slices.Equal(got, want) || len(want) != 5 {
+			t.Fatalf("%s: keyset walk of posts %v, want %v", tr.Name, got, want)
 		}
 	}
 }
@@ -143,8 +145,8 @@ func TestRESTRejectsBadKeysetQueries(t *testing.T) {
 		s.createUser(t, fmt.Sprintf("user %d", i), "")
 	}
 	author := idOf(t, s.createUser(t, "author", ""))
-	_, first := s.listIDs(t, http1Client, "/users?pagination=keyset&limit=1&sort=name")
-	cursor := url.QueryEscape(mustQuery(t, linkTarget(t, first.header, "next")).Get("cursor"))
+	_, first := s.listIDs(t, apitest.HTTP1Client, "/users?pagination=keyset&limit=1&sort=name")
+	cursor := url.QueryEscape(mustQuery(t, linkTarget(t, first.Header, "next")).Get("cursor"))
 	cases := []struct{ path, wantInMessage string }{
 		{"/users?pagination=keyset&page=2", "page"},
 		{"/users?cursor=" + cursor + "&page=1", "page"},

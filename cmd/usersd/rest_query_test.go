@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"usersd/internal/apitest"
 )
 
 // seedQueryUsers creates users whose names and roles make every sort order distinct, and returns
@@ -47,19 +49,19 @@ func TestRESTCollectionQuery(t *testing.T) {
 		{"a page past the end is empty with the true total", "?page=9&limit=5", nil, "6"},
 		{"limit above 100 is lowered to 100", "?limit=1000", byIndex(0, 1, 2, 3, 4, 5), "6"},
 	}
-	for _, tr := range transports {
+	for _, tr := range apitest.Transports {
 		for _, c := range cases {
-			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
-				res := s.do(t, tr.client, request{method: "GET", path: "/users" + c.query})
-				if res.status != http.StatusOK {
-					t.Fatalf("%d %s", res.status, res.body)
+			t.Run(tr.Name+"/"+c.name, func(t *testing.T) {
+				res := s.do(t, tr.Client, request{Method: "GET", Path: "/users" + c.query})
+				if res.Status != http.StatusOK {
+					t.Fatalf("%d %s", res.Status, res.Body)
 				}
 				var got []int
-				for _, u := range decodeArray(t, res.body) {
+				for _, u := range apitest.DecodeArray(t, res.Body) {
 					got = append(got, idOf(t, u))
 				}
-				if !slices.Equal(got, c.want) || res.header.Get("X-Total-Count") != c.total {
-					t.Fatalf("ids %v total %s, want %v total %s", got, res.header.Get("X-Total-Count"), c.want, c.total)
+				if !slices.Equal(got, c.want) || res.Header.Get("X-Total-Count") != c.total {
+					t.Fatalf("ids %v total %s, want %v total %s", got, res.Header.Get("X-Total-Count"), c.want, c.total)
 				}
 			})
 		}
@@ -83,11 +85,11 @@ func TestRESTLinkHeader(t *testing.T) {
 		{"an empty result has one page", "?role=nobody",
 			`</users?page=1&role=nobody>; rel="first", </users?page=1&role=nobody>; rel="last"`},
 	}
-	for _, tr := range transports {
+	for _, tr := range apitest.Transports {
 		for _, c := range cases {
-			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
-				res := s.do(t, tr.client, request{method: "GET", path: "/users" + c.query})
-				if got := res.header.Get("Link"); got != c.want {
+			t.Run(tr.Name+"/"+c.name, func(t *testing.T) {
+				res := s.do(t, tr.Client, request{Method: "GET", Path: "/users" + c.query})
+				if got := res.Header.Get("Link"); got != c.want {
 					t.Fatalf("Link\n got %s\nwant %s", got, c.want)
 				}
 			})
@@ -128,14 +130,14 @@ func TestRESTRejectsMalformedQueries(t *testing.T) {
 // names what is wrong.
 func wantBadRequests(t *testing.T, s *testServer, cases []struct{ path, wantInMessage string }) {
 	t.Helper()
-	for _, tr := range transports {
+	for _, tr := range apitest.Transports {
 		for _, c := range cases {
-			t.Run(tr.name+" "+c.path, func(t *testing.T) {
-				res := s.do(t, tr.client, request{method: "GET", path: c.path})
-				if res.status != http.StatusBadRequest {
-					t.Fatalf("%d %s, want 400", res.status, res.body)
+			t.Run(tr.Name+" "+c.path, func(t *testing.T) {
+				res := s.do(t, tr.Client, request{Method: "GET", Path: c.path})
+				if res.Status != http.StatusBadRequest {
+					t.Fatalf("%d %s, want 400", res.Status, res.Body)
 				}
-				if msg := res.errorMessage(t); !strings.Contains(msg, c.wantInMessage) {
+				if msg := res.ErrorMessage(t); !strings.Contains(msg, c.wantInMessage) {
 					t.Fatalf("message %q does not name %q", msg, c.wantInMessage)
 				}
 			})

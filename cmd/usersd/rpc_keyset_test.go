@@ -11,6 +11,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/internal/apitest"
 )
 
 // rpcWalkUsers follows next_page_token from the first page of first to the end and returns the ids.
@@ -39,7 +40,7 @@ func rpcWalkUsers(t *testing.T, c usersv1connect.UsersClient, first *usersv1.Lis
 
 func TestRPCPageTokensWalkWhatPageNumbersList(t *testing.T) {
 	s := startServer(t)
-	seedKey := s.rpcClient(rpcProtocols[0], testKey)
+	seedKey := s.rpcClient(rpcProtocols[0], apitest.Key)
 	for i := range 17 {
 		rpcCreate(t, seedKey, []string{"Ada", "ada", "Bob", "Ádám"}[i%4], []string{"editor", "", "viewer"}[i%3])
 	}
@@ -73,7 +74,7 @@ func TestRPCPageTokensWalkWhatPageNumbersList(t *testing.T) {
 
 func TestRPCPostsPageByToken(t *testing.T) {
 	s := startServer(t)
-	c := s.rpcClient(rpcProtocols[0], testKey)
+	c := s.rpcClient(rpcProtocols[0], apitest.Key)
 	author := rpcCreate(t, c, "author", "")
 	var want []int32
 	for i := range 5 {
@@ -103,7 +104,7 @@ func TestRPCPostsPageByToken(t *testing.T) {
 
 func TestRPCRejectsBadPageTokens(t *testing.T) {
 	s := startServer(t)
-	c := s.rpcClient(rpcProtocols[0], testKey)
+	c := s.rpcClient(rpcProtocols[0], apitest.Key)
 	author := rpcCreate(t, c, "author", "")
 	rpcCreate(t, c, "second", "")
 	first, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{Sort: "name", Limit: 1})
@@ -156,15 +157,15 @@ func TestRPCRejectsBadPageTokens(t *testing.T) {
 
 func TestRPCPageTokenIsTheRESTCursor(t *testing.T) {
 	s := startServer(t)
-	c := s.rpcClient(rpcProtocolNamed(t, "Connect JSON"), testKey)
+	c := s.rpcClient(rpcProtocolNamed(t, "Connect JSON"), apitest.Key)
 	var ids []int
 	for i := range 4 {
 		ids = append(ids, int(rpcCreate(t, c, fmt.Sprint("user ", i), "").GetId()))
 	}
 	res, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{Sort: "-createdAt", Limit: 2})
 	rpcMust(t, "ListUsers", err)
-	got, answer := s.listIDs(t, http1Client, "/users?sort=-createdAt&limit=2&cursor="+url.QueryEscape(res.GetNextPageToken()))
-	if want := []int{ids[1], ids[0]}; !slices.Equal(got, want) || linkTarget(t, answer.header, "next") != "" {
-		t.Fatalf("REST page after the RPC token: %v (Link %q), want %v and no next", got, answer.header.Get("Link"), want)
+	got, answer := s.listIDs(t, apitest.HTTP1Client, "/users?sort=-createdAt&limit=2&cursor="+url.QueryEscape(res.GetNextPageToken()))
+	if want := []int{ids[1], ids[0]}; !slices.Equal(got, want) || linkTarget(t, answer.Header, "next") != "" {
+		t.Fatalf("REST page after the RPC token: %v (Link %q), want %v and no next", got, answer.Header.Get("Link"), want)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/internal/apitest"
 )
 
 // rpcEtagWrite is one of the writes that an etag guards, making a change that shows when it happens.
@@ -115,7 +116,7 @@ func TestRPCEtagsMakeWritesConditional(t *testing.T) {
 	for _, p := range rpcProtocols {
 		t.Run(p.name, func(t *testing.T) {
 			s := startServer(t)
-			c := s.rpcClient(p, testKey)
+			c := s.rpcClient(p, apitest.Key)
 			for _, w := range rpcEtagWrites {
 				for _, cond := range conditions {
 					verdict := "happens"
@@ -211,7 +212,7 @@ func TestRPCEtagsStopLostUpdates(t *testing.T) {
 	for _, p := range rpcProtocols {
 		t.Run(p.name, func(t *testing.T) {
 			s := startServer(t)
-			c := s.rpcClient(p, testKey)
+			c := s.rpcClient(p, apitest.Key)
 			u := rpcCreate(t, c, "Lou", "first")
 			read := u.GetEtag() // what both clients read
 
@@ -228,11 +229,11 @@ func TestRPCEtagsStopLostUpdates(t *testing.T) {
 
 			// The loser reads again, over REST this time: the ETag header is the same string as the
 			// etag field, so it works as the RPC's etag.
-			rest := s.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users/%d", u.GetId())})
-			if rest.status != http.StatusOK || rest.header.Get("ETag") != won.GetEtag() {
-				t.Fatalf("REST GET: %d with ETag %q, want 200 with %q", rest.status, rest.header.Get("ETag"), won.GetEtag())
+			rest := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", u.GetId())})
+			if rest.Status != http.StatusOK || rest.Header.Get("ETag") != won.GetEtag() {
+				t.Fatalf("REST GET: %d with ETag %q, want 200 with %q", rest.Status, rest.Header.Get("ETag"), won.GetEtag())
 			}
-			replaced, err := c.ReplaceUser(t.Context(), &usersv1.ReplaceUserRequest{Id: u.GetId(), User: &usersv1.User{Name: "Loser"}, Etag: rest.header.Get("ETag")})
+			replaced, err := c.ReplaceUser(t.Context(), &usersv1.ReplaceUserRequest{Id: u.GetId(), User: &usersv1.User{Name: "Loser"}, Etag: rest.Header.Get("ETag")})
 			rpcMust(t, "ReplaceUser with the etag read again", err)
 			rpcWantEtag(t, replaced.GetUser(), 3)
 
@@ -350,7 +351,7 @@ func TestRPCRequestIDRunsACreateOnce(t *testing.T) {
 	for _, p := range rpcProtocols {
 		t.Run(p.name, func(t *testing.T) {
 			s := startServer(t)
-			c := s.rpcClient(p, testKey)
+			c := s.rpcClient(p, apitest.Key)
 			for _, k := range rpcKeyedCreates {
 				// A caller's keys are one namespace for both creates, so each create's keys here are its own.
 				rid := func(id string) string { return k.name + ":" + id }
@@ -524,7 +525,7 @@ func TestRPCRequestIDWhileTheFirstIsStillRunning(t *testing.T) {
 				t.Run(k.name, func(t *testing.T) {
 					// A server of its own: a failure here must not leave a call at the gate of the next case.
 					s, held := startHeldServer(t)
-					c := s.rpcClient(p, testKey)
+					c := s.rpcClient(p, apitest.Key)
 					owner := rpcHeldOwner(t, c, held)
 					running := k.name + ":running"
 					before := k.count(t, c, owner)
@@ -581,7 +582,7 @@ func TestRPCRequestIDOfAFailedCreateIsNotKept(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			t.Run("CreateUserPost to a missing user keeps nothing, so the request_id works for a user that exists", func(t *testing.T) {
 				s := startServer(t)
-				c := s.rpcClient(p, testKey)
+				c := s.rpcClient(p, apitest.Key)
 				k := rpcKeyedCreates[1]
 				missing := rpcMissingUserID(t, c)
 				for range 2 { // had the failure been kept, the repeat would be replayed or aborted
@@ -602,7 +603,7 @@ func TestRPCRequestIDOfAFailedCreateIsNotKept(t *testing.T) {
 			for _, k := range rpcKeyedCreates {
 				t.Run(k.name+" cancelled by its client keeps nothing, so a retry runs", func(t *testing.T) {
 					s, held := startHeldServer(t)
-					c := s.rpcClient(p, testKey)
+					c := s.rpcClient(p, apitest.Key)
 					owner := rpcHeldOwner(t, c, held)
 					before := k.count(t, c, owner)
 
@@ -651,29 +652,29 @@ func TestRPCRequestIDIsSharedWithRESTAndEveryProtocol(t *testing.T) {
 	s := startServer(t)
 	users := rpcKeyedCreates[0]
 	posts := rpcKeyedCreates[1]
-	seeder := s.rpcClient(rpcProtocolNamed(t, "Connect binary"), testKey)
+	seeder := s.rpcClient(rpcProtocolNamed(t, "Connect binary"), apitest.Key)
 
 	// restCreate POSTs body to path with the Idempotency-Key key and returns the answer.
 	restCreate := func(t *testing.T, path, key, body string) response {
 		t.Helper()
-		return s.do(t, http1Client, request{method: "POST", path: path, key: true, body: body,
-			header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": key}})
+		return s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: path, Key: true, Body: body,
+			Header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": key}})
 	}
 
 	for _, p := range rpcProtocols {
 		t.Run(p.name, func(t *testing.T) {
-			c := s.rpcClient(p, testKey)
+			c := s.rpcClient(p, apitest.Key)
 
 			t.Run("a CreateUser after a REST POST /users with the same key and content replays it", func(t *testing.T) {
 				key := "rest-first " + p.name
 				before := users.count(t, c, 0)
 				res := restCreate(t, "/users", key, `{"name":"Rhea","role":"keyed"}`)
-				if res.status != http.StatusCreated || res.header.Get(rpcReplayedHeader) != "" {
-					t.Fatalf("REST create: %d %v %s", res.status, res.header, res.body)
+				if res.Status != http.StatusCreated || res.Header.Get(rpcReplayedHeader) != "" {
+					t.Fatalf("REST create: %d %v %s", res.Status, res.Header, res.Body)
 				}
 				fromREST := &usersv1.User{}
-				if err := protojson.Unmarshal(res.body, fromREST); err != nil {
-					t.Fatalf("the REST body %s is not a User: %v", res.body, err)
+				if err := protojson.Unmarshal(res.Body, fromREST); err != nil {
+					t.Fatalf("the REST body %s is not a User: %v", res.Body, err)
 				}
 				users.mustReplay(t, c, 0, key, "Rhea", &usersv1.CreateUserResponse{User: fromREST})
 				_, _, err := users.send(t.Context(), c, 0, key, "Other")
@@ -687,13 +688,13 @@ func TestRPCRequestIDIsSharedWithRESTAndEveryProtocol(t *testing.T) {
 				first := users.mustCreate(t, c, 0, key, "Remy").(*usersv1.CreateUserResponse)
 				// The same JSON value, not the same bytes: other member order and spacing.
 				res := restCreate(t, "/users", key, `{ "role" : "keyed", "name" : "Remy" }`)
-				if res.status != http.StatusCreated || res.header.Get(rpcReplayedHeader) != "true" {
+				if res.Status != http.StatusCreated || res.Header.Get(rpcReplayedHeader) != "true" {
 					t.Fatalf("REST repeat: %d with Idempotent-Replayed %q, want 201 and true: %s",
-						res.status, res.header.Get(rpcReplayedHeader), res.body)
+						res.Status, res.Header.Get(rpcReplayedHeader), res.Body)
 				}
 				fromREST := &usersv1.User{}
-				if err := protojson.Unmarshal(res.body, fromREST); err != nil || !proto.Equal(fromREST, first.GetUser()) {
-					t.Fatalf("the REST repeat answered %s, want %v (%v)", res.body, first.GetUser(), err)
+				if err := protojson.Unmarshal(res.Body, fromREST); err != nil || !proto.Equal(fromREST, first.GetUser()) {
+					t.Fatalf("the REST repeat answered %s, want %v (%v)", res.Body, first.GetUser(), err)
 				}
 				rpcWantCount(t, users, c, 0, before+1)
 			})
@@ -702,12 +703,12 @@ func TestRPCRequestIDIsSharedWithRESTAndEveryProtocol(t *testing.T) {
 				key := "rest-post " + p.name
 				owner := rpcCreate(t, seeder, "Owner", "").GetId()
 				res := restCreate(t, fmt.Sprintf("/users/%d/posts", owner), key, `{"body":"body","title":"Note"}`)
-				if res.status != http.StatusCreated {
-					t.Fatalf("REST create post: %d %s", res.status, res.body)
+				if res.Status != http.StatusCreated {
+					t.Fatalf("REST create post: %d %s", res.Status, res.Body)
 				}
 				fromREST := &usersv1.Post{}
-				if err := protojson.Unmarshal(res.body, fromREST); err != nil {
-					t.Fatalf("the REST body %s is not a Post: %v", res.body, err)
+				if err := protojson.Unmarshal(res.Body, fromREST); err != nil {
+					t.Fatalf("the REST body %s is not a Post: %v", res.Body, err)
 				}
 				posts.mustReplay(t, c, owner, key, "Note", &usersv1.CreateUserPostResponse{Post: fromREST})
 				rpcWantCount(t, posts, c, owner, 1)
@@ -721,7 +722,7 @@ func TestRPCRequestIDIsSharedWithRESTAndEveryProtocol(t *testing.T) {
 			before := k.count(t, seeder, owner)
 			var first proto.Message
 			for i, p := range rpcProtocols {
-				c := s.rpcClient(p, testKey)
+				c := s.rpcClient(p, apitest.Key)
 				if i == 0 {
 					first = k.mustCreate(t, c, owner, k.name+":every protocol", "Shared")
 					continue

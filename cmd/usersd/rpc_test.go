@@ -29,6 +29,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/internal/apitest"
 )
 
 // rpcProtocol is one of the four RPC protocols that the generated client speaks to the port.
@@ -72,7 +73,7 @@ func (s *testServer) rpcClient(p rpcProtocol, key string, extra ...connect.Clien
 		opts = append(opts, rpcWithKey(key))
 	}
 	opts = append(opts, extra...)
-	return usersv1connect.NewUsersClient(h2cClient, s.baseURL, opts...)
+	return usersv1connect.NewUsersClient(apitest.H2CClient, s.baseURL, opts...)
 }
 
 // rpcLeakWords are fragments of store, driver or Go detail that no error message may contain: the
@@ -172,7 +173,7 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 	for _, p := range rpcProtocols {
 		t.Run(p.name, func(t *testing.T) {
 			s := startServer(t)
-			c := s.rpcClient(p, testKey)
+			c := s.rpcClient(p, apitest.Key)
 
 			t.Run("CreateUser stores a user that GetUser then returns unchanged", func(t *testing.T) {
 				created := rpcCreate(t, c, "Ada", "admin")
@@ -442,7 +443,7 @@ func TestRPCErrorCodesOverEveryProtocol(t *testing.T) {
 	for _, p := range rpcProtocols {
 		t.Run(p.name, func(t *testing.T) {
 			s := startServer(t)
-			c := s.rpcClient(p, testKey)
+			c := s.rpcClient(p, apitest.Key)
 			seed := rpcCreate(t, c, "Seed", "keeper")
 			id := seed.GetId()
 			const missing = 424242
@@ -564,13 +565,13 @@ func TestRPCWritesWithoutAValidKeyAreUnauthenticated(t *testing.T) {
 		name, key string
 	}{
 		{"without a key", ""},
-		{"with a wrong key", "wrong-" + testKey},
-		{"with a prefix of the key", testKey[:len(testKey)-1]},
+		{"with a wrong key", "wrong-" + apitest.Key},
+		{"with a prefix of the key", apitest.Key[:len(apitest.Key)-1]},
 	}
 	for _, p := range rpcProtocols {
 		t.Run(p.name, func(t *testing.T) {
 			s := startServer(t)
-			seed := rpcCreate(t, s.rpcClient(p, testKey), "Seed", "keeper")
+			seed := rpcCreate(t, s.rpcClient(p, apitest.Key), "Seed", "keeper")
 			id := seed.GetId()
 			for _, k := range keys {
 				c := s.rpcClient(p, k.key)
@@ -629,7 +630,7 @@ func (r *rpcRecordingClient) Do(req *http.Request) (*http.Response, error) {
 	r.mu.Lock()
 	r.sent = append(r.sent, req.Method+" "+req.URL.Path)
 	r.mu.Unlock()
-	return h2cClient.Do(req)
+	return apitest.H2CClient.Do(req)
 }
 
 func (r *rpcRecordingClient) requests() []string {
@@ -642,9 +643,9 @@ func TestRPCConnectGetReadsWithoutSideEffects(t *testing.T) {
 	s := startServer(t)
 	created := s.createUser(t, "Gina", "reader")
 	id := int32(created["id"].(float64))
-	rest := s.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users/%d", id)})
-	if rest.status != http.StatusOK {
-		t.Fatalf("GET /users/%d: %d %s", id, rest.status, rest.body)
+	rest := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)})
+	if rest.Status != http.StatusOK {
+		t.Fatalf("GET /users/%d: %d %s", id, rest.Status, rest.Body)
 	}
 
 	t.Run("a Connect JSON client with HTTP GET reads GetUser and ListUsers over GET", func(t *testing.T) {
@@ -653,7 +654,7 @@ func TestRPCConnectGetReadsWithoutSideEffects(t *testing.T) {
 		got, err := c.GetUser(t.Context(), &usersv1.GetUserRequest{Id: id})
 		rpcMust(t, "GetUser", err)
 		want := &usersv1.User{}
-		if err := protojson.Unmarshal(rest.body, want); err != nil {
+		if err := protojson.Unmarshal(rest.Body, want); err != nil {
 			t.Fatal(err)
 		}
 		if !proto.Equal(got, want) {
@@ -673,23 +674,23 @@ func TestRPCConnectGetReadsWithoutSideEffects(t *testing.T) {
 	})
 
 	t.Run("a raw HTTP GET with the message in the query answers 200 with the user", func(t *testing.T) {
-		for _, tr := range transports {
+		for _, tr := range apitest.Transports {
 			path := "/users.v1.Users/GetUser?connect=v1&encoding=json&message=" + url.QueryEscape(fmt.Sprintf(`{"id":%d}`, id))
-			res := s.do(t, tr.client, request{method: "GET", path: path})
-			if res.status != http.StatusOK {
-				t.Fatalf("%s: GET %s: %d %s", tr.name, path, res.status, res.body)
+			res := s.do(t, tr.Client, request{Method: "GET", Path: path})
+			if res.Status != http.StatusOK {
+				t.Fatalf("%s: GET %s: %d %s", tr.Name, path, res.Status, res.Body)
 			}
-			if !bytes.Equal(res.body, rest.body) {
-				t.Errorf("%s: Connect GET body %s differs from the REST body %s", tr.name, res.body, rest.body)
+			if !bytes.Equal(res.Body, rest.Body) {
+				t.Errorf("%s: Connect GET body %s differs from the REST body %s", tr.Name, res.Body, rest.Body)
 			}
 		}
 	})
 
 	t.Run("a raw HTTP GET of a missing user answers not_found", func(t *testing.T) {
 		path := "/users.v1.Users/GetUser?connect=v1&encoding=json&message=" + url.QueryEscape(`{"id":999999}`)
-		res := s.do(t, h2cClient, request{method: "GET", path: path})
-		if res.status != http.StatusNotFound || rpcConnectErrorCode(t, res.body) != "not_found" {
-			t.Fatalf("GET %s: %d %s, want 404 not_found", path, res.status, res.body)
+		res := s.do(t, apitest.H2CClient, request{Method: "GET", Path: path})
+		if res.Status != http.StatusNotFound || rpcConnectErrorCode(t, res.Body) != "not_found" {
+			t.Fatalf("GET %s: %d %s, want 404 not_found", path, res.Status, res.Body)
 		}
 	})
 }
@@ -725,23 +726,23 @@ func TestRPCUserIsTheSameOnEveryProtocol(t *testing.T) {
 	created := s.createUser(t, "Hélène \"Q\" <&>", "ops/eu")
 	id := int(created["id"].(float64))
 
-	restRes := s.do(t, h2cClient, request{method: "GET", path: fmt.Sprintf("/users/%d", id)})
-	if restRes.status != http.StatusOK {
-		t.Fatalf("REST GET: %d %s", restRes.status, restRes.body)
+	restRes := s.do(t, apitest.H2CClient, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)})
+	if restRes.Status != http.StatusOK {
+		t.Fatalf("REST GET: %d %s", restRes.Status, restRes.Body)
 	}
 	fromREST := &usersv1.User{}
-	if err := protojson.Unmarshal(restRes.body, fromREST); err != nil {
-		t.Fatalf("the REST body %s is not a User: %v", restRes.body, err)
+	if err := protojson.Unmarshal(restRes.Body, fromREST); err != nil {
+		t.Fatalf("the REST body %s is not a User: %v", restRes.Body, err)
 	}
 
 	t.Run("Connect JSON answers the same bytes as REST", func(t *testing.T) {
-		for _, tr := range transports {
-			res := s.do(t, tr.client, request{method: "POST", path: "/users.v1.Users/GetUser", header: jsonBody, body: fmt.Sprintf(`{"id":%d}`, id)})
-			if res.status != http.StatusOK {
-				t.Fatalf("%s: POST /users.v1.Users/GetUser: %d %s", tr.name, res.status, res.body)
+		for _, tr := range apitest.Transports {
+			res := s.do(t, tr.Client, request{Method: "POST", Path: "/users.v1.Users/GetUser", Header: apitest.JSONBody, Body: fmt.Sprintf(`{"id":%d}`, id)})
+			if res.Status != http.StatusOK {
+				t.Fatalf("%s: POST /users.v1.Users/GetUser: %d %s", tr.Name, res.Status, res.Body)
 			}
-			if !bytes.Equal(res.body, restRes.body) {
-				t.Errorf("%s: Connect JSON body\n%s\ndiffers from the REST body\n%s", tr.name, res.body, restRes.body)
+			if !bytes.Equal(res.Body, restRes.Body) {
+				t.Errorf("%s: Connect JSON body\n%s\ndiffers from the REST body\n%s", tr.Name, res.Body, restRes.Body)
 			}
 		}
 	})
@@ -756,11 +757,11 @@ func TestRPCUserIsTheSameOnEveryProtocol(t *testing.T) {
 	}
 
 	t.Run("a user created over RPC reads the same over REST", func(t *testing.T) {
-		u := rpcCreate(t, s.rpcClient(rpcProtocolNamed(t, "gRPC"), testKey), "Ivo", "")
-		res := s.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users/%d", u.GetId())})
+		u := rpcCreate(t, s.rpcClient(rpcProtocolNamed(t, "gRPC"), apitest.Key), "Ivo", "")
+		res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", u.GetId())})
 		fromREST := &usersv1.User{}
-		if err := protojson.Unmarshal(res.body, fromREST); err != nil {
-			t.Fatalf("REST GET: %d %s: %v", res.status, res.body, err)
+		if err := protojson.Unmarshal(res.Body, fromREST); err != nil {
+			t.Fatalf("REST GET: %d %s: %v", res.Status, res.Body, err)
 		}
 		if !proto.Equal(u, fromREST) {
 			t.Errorf("gRPC created %v, REST reads %v", u, fromREST)
@@ -780,12 +781,12 @@ func TestRPCConnectJSONRejectsUnknownFields(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res := s.do(t, h2cClient, request{method: "POST", path: tc.path, header: jsonBody, body: tc.body, key: true})
-			if res.status != http.StatusBadRequest {
-				t.Fatalf("POST %s %s: %d %s, want 400", tc.path, tc.body, res.status, res.body)
+			res := s.do(t, apitest.H2CClient, request{Method: "POST", Path: tc.path, Header: apitest.JSONBody, Body: tc.body, Key: true})
+			if res.Status != http.StatusBadRequest {
+				t.Fatalf("POST %s %s: %d %s, want 400", tc.path, tc.body, res.Status, res.Body)
 			}
-			if code := rpcConnectErrorCode(t, res.body); code != "invalid_argument" {
-				t.Fatalf("code %q, want invalid_argument (body %s)", code, res.body)
+			if code := rpcConnectErrorCode(t, res.Body); code != "invalid_argument" {
+				t.Fatalf("code %q, want invalid_argument (body %s)", code, res.Body)
 			}
 		})
 	}
@@ -804,15 +805,15 @@ func TestRPCConnectJSONNamesEveryFieldInsteadOfTheWildcardMask(t *testing.T) {
 	s := startServer(t)
 	id := idOf(t, s.createUser(t, "Jo", "lead"))
 	wildcard := fmt.Sprintf(`{"id":%d,"user":{"name":"Joan"},"updateMask":"*"}`, id)
-	res := s.do(t, h2cClient, request{method: "POST", path: "/users.v1.Users/UpdateUser", header: jsonBody, body: wildcard, key: true})
-	if code := rpcConnectErrorCode(t, res.body); res.status != http.StatusBadRequest || code != "invalid_argument" {
-		t.Fatalf("wildcard mask over JSON: %d %s, want 400 invalid_argument", res.status, res.body)
+	res := s.do(t, apitest.H2CClient, request{Method: "POST", Path: "/users.v1.Users/UpdateUser", Header: apitest.JSONBody, Body: wildcard, Key: true})
+	if code := rpcConnectErrorCode(t, res.Body); res.Status != http.StatusBadRequest || code != "invalid_argument" {
+		t.Fatalf("wildcard mask over JSON: %d %s, want 400 invalid_argument", res.Status, res.Body)
 	}
 	every := fmt.Sprintf(`{"id":%d,"user":{"name":"Joan"},"updateMask":"name,role"}`, id)
-	res = s.do(t, h2cClient, request{method: "POST", path: "/users.v1.Users/UpdateUser", header: jsonBody, body: every, key: true})
+	res = s.do(t, apitest.H2CClient, request{Method: "POST", Path: "/users.v1.Users/UpdateUser", Header: apitest.JSONBody, Body: every, Key: true})
 	got := &usersv1.UpdateUserResponse{}
-	if err := protojson.Unmarshal(res.body, got); res.status != http.StatusOK || err != nil {
-		t.Fatalf("mask name,role over JSON: %d %s", res.status, res.body)
+	if err := protojson.Unmarshal(res.Body, got); res.Status != http.StatusOK || err != nil {
+		t.Fatalf("mask name,role over JSON: %d %s", res.Status, res.Body)
 	}
 	if got.GetUser().GetName() != "Joan" || got.GetUser().GetRole() != "" {
 		t.Fatalf(`update_mask "name,role" with only a name gave %v, want name Joan and the role cleared`, got.GetUser())
@@ -824,7 +825,7 @@ func TestRPCReflectionListsTheServices(t *testing.T) {
 	want := []string{"users.v1.Users", "grpc.health.v1.Health"}
 
 	t.Run("the grpcreflect client lists both services over v1", func(t *testing.T) {
-		client := grpcreflect.NewClient(h2cClient, s.baseURL)
+		client := grpcreflect.NewClient(apitest.H2CClient, s.baseURL)
 		stream := client.NewStream(t.Context())
 		t.Cleanup(func() { _, _ = stream.Close() })
 		services, err := stream.ListServices()
@@ -842,7 +843,7 @@ func TestRPCReflectionListsTheServices(t *testing.T) {
 	// What grpcurl needs to call or describe a listed service without proto files.
 	for _, service := range want {
 		t.Run("the grpcreflect client describes "+service, func(t *testing.T) {
-			stream := grpcreflect.NewClient(h2cClient, s.baseURL).NewStream(t.Context())
+			stream := grpcreflect.NewClient(apitest.H2CClient, s.baseURL).NewStream(t.Context())
 			t.Cleanup(func() { _, _ = stream.Close() })
 			files, err := stream.FileContainingSymbol(protoreflect.FullName(service))
 			rpcMust(t, "FileContainingSymbol("+service+")", err)
@@ -889,7 +890,7 @@ func (s *testServer) rpcRawGRPC(t *testing.T, path string, msg []byte) [][]byte 
 	}
 	req.Header.Set("Content-Type", "application/grpc")
 	req.Header.Set("TE", "trailers")
-	res, err := h2cClient.Do(req)
+	res, err := apitest.H2CClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1010,18 +1011,18 @@ func TestRPCHealthCheck(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res := s.do(t, h2cClient, request{method: "POST", path: "/grpc.health.v1.Health/Check", header: jsonBody, body: tc.body})
-			if res.status != tc.status {
-				t.Fatalf("Check %s: %d %s, want %d", tc.body, res.status, res.body, tc.status)
+			res := s.do(t, apitest.H2CClient, request{Method: "POST", Path: "/grpc.health.v1.Health/Check", Header: apitest.JSONBody, Body: tc.body})
+			if res.Status != tc.status {
+				t.Fatalf("Check %s: %d %s, want %d", tc.body, res.Status, res.Body, tc.status)
 			}
 			if tc.want == nil {
-				if code := rpcConnectErrorCode(t, res.body); code != tc.code {
+				if code := rpcConnectErrorCode(t, res.Body); code != tc.code {
 					t.Fatalf("Check %s: code %q, want %q", tc.body, code, tc.code)
 				}
 				return
 			}
-			if got := decodeObject(t, res.body); !maps.Equal(got, tc.want) {
-				t.Fatalf("Check %s answered %s, want %v", tc.body, res.body, tc.want)
+			if got := apitest.DecodeObject(t, res.Body); !maps.Equal(got, tc.want) {
+				t.Fatalf("Check %s answered %s, want %v", tc.body, res.Body, tc.want)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"usersd/internal/apitest"
 	"usersd/store/storetest"
 )
 
@@ -18,20 +19,20 @@ func TestARestartKeepsEveryUserAndPost(t *testing.T) {
 	var wantUsers, wantPosts string
 	for i := range 3 {
 		id := idOf(t, first.createUser(t, fmt.Sprintf("user %d", i), "role"))
-		res := first.do(t, http1Client, request{method: "POST", path: fmt.Sprintf("/users/%d/posts", id), header: jsonBody, key: true, body: `{"title":"t"}`})
-		if res.status != 201 {
-			t.Fatalf("post: %d %s", res.status, res.body)
+		res := first.do(t, apitest.HTTP1Client, request{Method: "POST", Path: fmt.Sprintf("/users/%d/posts", id), Header: apitest.JSONBody, Key: true, Body: `{"title":"t"}`})
+		if res.Status != 201 {
+			t.Fatalf("post: %d %s", res.Status, res.Body)
 		}
-		wantPosts += string(first.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users/%d/posts", id)}).body)
+		wantPosts += string(first.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d/posts", id)}).Body)
 	}
-	wantUsers = string(first.do(t, http1Client, request{method: "GET", path: "/users"}).body)
+	wantUsers = string(first.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"}).Body)
 	first.stop()
 
 	second := startServerOn(t, dbPath, nil)
-	gotUsers := string(second.do(t, http1Client, request{method: "GET", path: "/users"}).body)
+	gotUsers := string(second.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"}).Body)
 	var gotPosts string
-	for _, u := range decodeArray(t, []byte(gotUsers)) {
-		gotPosts += string(second.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users/%d/posts", idOf(t, u))}).body)
+	for _, u := range apitest.DecodeArray(t, []byte(gotUsers)) {
+		gotPosts += string(second.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d/posts", idOf(t, u))}).Body)
 	}
 	if gotUsers != wantUsers || gotPosts != wantPosts {
 		t.Fatalf("after restart\nusers %s\n want %s\nposts %s\n want %s", gotUsers, wantUsers, gotPosts, wantPosts)
@@ -50,11 +51,11 @@ func TestAPIKeySources(t *testing.T) {
 	})
 	for key, want := range map[string]int{
 		"env-key-1": 200, "env-key-2": 200, "file-key-1": 200, "file-key-2": 200,
-		"# rotated 2026-11": 401, "": 401, "env-key-1,env-key-2": 401, "env-key": 401, testKey: 401,
+		"# rotated 2026-11": 401, "": 401, "env-key-1,env-key-2": 401, "env-key": 401, apitest.Key: 401,
 	} {
-		res := s.do(t, http1Client, request{method: "GET", path: "/private", header: map[string]string{"x-api-key": key}})
-		if res.status != want {
-			t.Errorf("key %q: %d, want %d", key, res.status, want)
+		res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/private", Header: map[string]string{"x-api-key": key}})
+		if res.Status != want {
+			t.Errorf("key %q: %d, want %d", key, res.Status, want)
 		}
 	}
 	for _, line := range s.logs.lines {
@@ -77,11 +78,11 @@ func TestWithoutKeysTheServerMakesOneAndLogsItOnce(t *testing.T) {
 	if len(generated) != 1 || len(generated[0]) < 32 {
 		t.Fatalf("generated keys logged: %v, want one strong key", generated)
 	}
-	if res := s.do(t, http1Client, request{method: "GET", path: "/private"}); res.status != 401 {
-		t.Fatalf("without a key: %d", res.status)
+	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/private"}); res.Status != 401 {
+		t.Fatalf("without a key: %d", res.Status)
 	}
-	if res := s.do(t, http1Client, request{method: "GET", path: "/private", header: map[string]string{"x-api-key": generated[0]}}); res.status != 200 {
-		t.Fatalf("with the generated key: %d %s", res.status, res.body)
+	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/private", Header: map[string]string{"x-api-key": generated[0]}}); res.Status != 200 {
+		t.Fatalf("with the generated key: %d %s", res.Status, res.Body)
 	}
 }
 
@@ -178,12 +179,12 @@ func TestTheRequestDeadlineReachesTheStore(t *testing.T) {
 	}
 	start := time.Now()
 	for _, req := range []request{
-		{method: "POST", path: "/users", header: jsonBody, body: `{"name":"waits"}`, key: true},
-		{method: "GET", path: "/users"},
+		{Method: "POST", Path: "/users", Header: apitest.JSONBody, Body: `{"name":"waits"}`, Key: true},
+		{Method: "GET", Path: "/users"},
 	} {
-		res := s.do(t, http1Client, req)
-		if res.status != http.StatusGatewayTimeout || res.errorMessage(t) != "the request took too long" {
-			t.Fatalf("%s %s behind a held lock: %d %s, want 504", req.method, req.path, res.status, res.body)
+		res := s.do(t, apitest.HTTP1Client, req)
+		if res.Status != http.StatusGatewayTimeout || res.ErrorMessage(t) != "the request took too long" {
+			t.Fatalf("%s %s behind a held lock: %d %s, want 504", req.Method, req.Path, res.Status, res.Body)
 		}
 	}
 	if waited := time.Since(start); waited > 5*time.Second {
@@ -208,12 +209,12 @@ func TestTheRequestDeadlineReachesTheStore(t *testing.T) {
 	// packages side by side); a 504 then is the deadline doing its job, and it too must leave
 	// nothing, which the count below checks.
 	for attempt := 1; ; attempt++ {
-		res := s.do(t, http1Client, request{method: "POST", path: "/users", header: jsonBody, body: `{"name":"after the lock"}`, key: true})
-		if res.status == http.StatusCreated {
+		res := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Body: `{"name":"after the lock"}`, Key: true})
+		if res.Status == http.StatusCreated {
 			break
 		}
-		if res.status != http.StatusGatewayTimeout || attempt == 5 {
-			t.Fatalf("create %d after the lock: %d %s", attempt, res.status, res.body)
+		if res.Status != http.StatusGatewayTimeout || attempt == 5 {
+			t.Fatalf("create %d after the lock: %d %s", attempt, res.Status, res.Body)
 		}
 	}
 	if n := userCount(t, s); n != "2" {

@@ -7,35 +7,37 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"usersd/internal/apitest"
 )
 
 func TestServiceRoutes(t *testing.T) {
 	s := startServer(t)
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			c := tr.client
+	for _, tr := range apitest.Transports {
+		t.Run(tr.Name, func(t *testing.T) {
+			c := tr.Client
 
 			t.Run("health answers exactly ok true", func(t *testing.T) {
-				res := s.do(t, c, request{method: "GET", path: "/health"})
-				if res.status != 200 || string(res.body) != `{"ok":true}` {
-					t.Fatalf("%d %s", res.status, res.body)
+				res := s.do(t, c, request{Method: "GET", Path: "/health"})
+				if res.Status != 200 || string(res.Body) != `{"ok":true}` {
+					t.Fatalf("%d %s", res.Status, res.Body)
 				}
 			})
 
 			t.Run("info describes the request and redacts credentials", func(t *testing.T) {
-				res := s.do(t, c, request{method: "GET", path: "/info?x=1", header: map[string]string{
+				res := s.do(t, c, request{Method: "GET", Path: "/info?x=1", Header: map[string]string{
 					"X-Api-Key": "secret-1", "Authorization": "Bearer secret-2", "Proxy-Authorization": "Basic secret-3",
 					"Cookie": "session=secret-4", "X-Custom": "visible",
 				}})
-				if strings.Contains(string(res.body), "secret") {
-					t.Fatalf("a credential leaked: %s", res.body)
+				if strings.Contains(string(res.Body), "secret") {
+					t.Fatalf("a credential leaked: %s", res.Body)
 				}
 				var info struct {
 					Method  string            `json:"method"`
 					Path    string            `json:"path"`
 					Headers map[string]string `json:"headers"`
 				}
-				if err := json.Unmarshal(res.body, &info); err != nil {
+				if err := json.Unmarshal(res.Body, &info); err != nil {
 					t.Fatal(err)
 				}
 				if info.Method != "GET" || info.Path != "/info" || info.Headers["x-custom"] != "visible" || info.Headers["host"] == "" {
@@ -65,31 +67,31 @@ func TestServiceRoutes(t *testing.T) {
 			})
 
 			t.Run("echo sends back any JSON without a key", func(t *testing.T) {
-				res := s.do(t, c, request{method: "POST", path: "/echo", header: jsonBody, body: `{"a": [1, "two", null], "b": {"c": true}}`})
-				if res.status != 200 || string(res.body) != `{"youSent":{"a":[1,"two",null],"b":{"c":true}}}` {
-					t.Fatalf("%d %s", res.status, res.body)
+				res := s.do(t, c, request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: `{"a": [1, "two", null], "b": {"c": true}}`})
+				if res.Status != 200 || string(res.Body) != `{"youSent":{"a":[1,"two",null],"b":{"c":true}}}` {
+					t.Fatalf("%d %s", res.Status, res.Body)
 				}
-				scalar := s.do(t, c, request{method: "POST", path: "/echo", header: jsonBody, body: `42`})
-				if scalar.status != 200 || string(scalar.body) != `{"youSent":42}` {
-					t.Fatalf("%d %s", scalar.status, scalar.body)
+				scalar := s.do(t, c, request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: `42`})
+				if scalar.Status != 200 || string(scalar.Body) != `{"youSent":42}` {
+					t.Fatalf("%d %s", scalar.Status, scalar.Body)
 				}
 			})
 
 			t.Run("private answers with the key", func(t *testing.T) {
-				res := s.do(t, c, request{method: "GET", path: "/private", key: true})
+				res := s.do(t, c, request{Method: "GET", Path: "/private", Key: true})
 				var body map[string]any
-				json.Unmarshal(res.body, &body)
-				if _, isNumber := body["secretData"].(float64); res.status != 200 || !isNumber || len(body) != 1 {
-					t.Fatalf("%d %s", res.status, res.body)
+				json.Unmarshal(res.Body, &body)
+				if _, isNumber := body["secretData"].(float64); res.Status != 200 || !isNumber || len(body) != 1 {
+					t.Fatalf("%d %s", res.Status, res.Body)
 				}
 			})
 
 			t.Run("boom is a fixed 500 and its detail is logged with the request id", func(t *testing.T) {
-				res := s.do(t, c, request{method: "GET", path: "/boom"})
-				if res.status != 500 || string(res.body) != `{"error":"Internal Server Error"}` {
-					t.Fatalf("%d %s", res.status, res.body)
+				res := s.do(t, c, request{Method: "GET", Path: "/boom"})
+				if res.Status != 500 || string(res.Body) != `{"error":"Internal Server Error"}` {
+					t.Fatalf("%d %s", res.Status, res.Body)
 				}
-				id := res.header.Get("X-Request-Id")
+				id := res.Header.Get("X-Request-Id")
 				faults := s.logs.entries(map[string]any{"request_id": id, "level": "ERROR"})
 				if id == "" || len(faults) != 1 || !strings.Contains(faults[0]["error"].(string), "boom: this route fails on purpose") {
 					t.Fatalf("request %q: error log lines %v", id, faults)
@@ -97,13 +99,13 @@ func TestServiceRoutes(t *testing.T) {
 			})
 
 			t.Run("the page is served at the root", func(t *testing.T) {
-				res := s.do(t, c, request{method: "GET", path: "/"})
-				if res.status != 200 || !strings.HasPrefix(res.header.Get("Content-Type"), "text/html") || !strings.Contains(string(res.body), "<title>Users · usersd</title>") {
-					t.Fatalf("%d %s %.80s", res.status, res.header.Get("Content-Type"), res.body)
+				res := s.do(t, c, request{Method: "GET", Path: "/"})
+				if res.Status != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") || !strings.Contains(string(res.Body), "<title>Users · usersd</title>") {
+					t.Fatalf("%d %s %.80s", res.Status, res.Header.Get("Content-Type"), res.Body)
 				}
-				index := s.do(t, c, request{method: "GET", path: "/index.html"}) // redirected to "/", which the client follows
-				if index.status != 200 || string(index.body) != string(res.body) {
-					t.Fatalf("/index.html: %d, want the page", index.status)
+				index := s.do(t, c, request{Method: "GET", Path: "/index.html"}) // redirected to "/", which the client follows
+				if index.Status != 200 || string(index.Body) != string(res.Body) {
+					t.Fatalf("/index.html: %d, want the page", index.Status)
 				}
 			})
 		})
@@ -117,8 +119,8 @@ func TestRequestIDs(t *testing.T) {
 	sent := map[string]string{"X-Request-Id": "lb-1234.abc"}
 	t.Run("made by the service", func(t *testing.T) {
 		s := startServer(t)
-		res := s.do(t, http1Client, request{method: "GET", path: "/health", header: sent})
-		id := res.header.Get("X-Request-Id")
+		res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health", Header: sent})
+		id := res.Header.Get("X-Request-Id")
 		if len(id) != 24 || id == "lb-1234.abc" {
 			t.Fatalf("a client's X-Request-Id became the id: got %q", id)
 		}
@@ -129,14 +131,14 @@ func TestRequestIDs(t *testing.T) {
 	})
 	t.Run("trusted from a proxy", func(t *testing.T) {
 		s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{"USERS_TRUST_REQUEST_ID": "true"})
-		if got := s.do(t, http1Client, request{method: "GET", path: "/health", header: sent}).header.Get("X-Request-Id"); got != "lb-1234.abc" {
+		if got := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health", Header: sent}).Header.Get("X-Request-Id"); got != "lb-1234.abc" {
 			t.Fatalf("a sane id from a trusted proxy is kept: got %q", got)
 		}
 		if line := waitForAccessLine(t, s, "lb-1234.abc"); line["client_request_id"] != nil {
 			t.Fatalf("a trusted id is logged twice: %v", line)
 		}
-		forged := s.do(t, http1Client, request{method: "GET", path: "/health", header: map[string]string{"X-Request-Id": `x" "level":"ERROR`}})
-		id := forged.header.Get("X-Request-Id")
+		forged := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health", Header: map[string]string{"X-Request-Id": `x" "level":"ERROR`}})
+		id := forged.Header.Get("X-Request-Id")
 		if len(id) != 24 {
 			t.Fatalf("an unsafe id is replaced: got %q", id)
 		}

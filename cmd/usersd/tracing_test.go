@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
 )
 
 // otlpReceiver is an OTLP/HTTP trace receiver on loopback: what a collector's otlp receiver does
@@ -181,9 +182,9 @@ func TestTracesReachAnOTLPReceiverWithTheCallersTraceID(t *testing.T) {
 	grpcCaller := newCallerSpan(t)
 	getUserAs(t, s, "gRPC", grpcCaller, id)
 	restCaller := newCallerSpan(t)
-	if res := s.do(t, http1Client, request{method: "GET", path: "/users?role=admin",
-		header: map[string]string{"traceparent": restCaller.traceparent}}); res.status != http.StatusOK {
-		t.Fatalf("GET /users: %d %s", res.status, res.body)
+	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users?role=admin",
+		Header: map[string]string{"traceparent": restCaller.traceparent}}); res.Status != http.StatusOK {
+		t.Fatalf("GET /users: %d %s", res.Status, res.Body)
 	}
 
 	serverSpans := map[string]*tracepb.Span{}
@@ -268,9 +269,9 @@ func TestSpansStillBufferedAreSentAtAStop(t *testing.T) {
 		"OTEL_BSP_SCHEDULE_DELAY=600000",
 	}, filepath.Join(t.TempDir(), "users.db"))
 	caller := newCallerSpan(t)
-	if res := s.do(t, http1Client, request{method: "GET", path: "/users",
-		header: map[string]string{"traceparent": caller.traceparent}}); res.status != http.StatusOK {
-		t.Fatalf("GET /users: %d %s", res.status, res.body)
+	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users",
+		Header: map[string]string{"traceparent": caller.traceparent}}); res.Status != http.StatusOK {
+		t.Fatalf("GET /users: %d %s", res.Status, res.Body)
 	}
 	time.Sleep(200 * time.Millisecond) // what a batch delay short enough to matter would have taken
 	receiver.mu.Lock()
@@ -306,7 +307,7 @@ func getUserAs(t *testing.T, s *testServer, protocol string, caller callerSpan, 
 func TestWithoutAnExporterNothingIsTraced(t *testing.T) {
 	s := startServer(t)
 	caller := newCallerSpan(t)
-	s.do(t, http1Client, request{method: "GET", path: "/users", header: map[string]string{"traceparent": caller.traceparent}})
+	s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users", Header: map[string]string{"traceparent": caller.traceparent}})
 	for _, line := range s.logs.entries(map[string]any{"msg": "request"}) {
 		if _, ok := line["trace_id"]; ok {
 			t.Errorf("a request was traced without an exporter: %v", line)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
 )
 
 // watchProtocol is a way to watch users: one of the RPC protocols, or Server-Sent Events over a
@@ -31,7 +32,7 @@ func watchProtocols() []watchProtocol {
 	for _, p := range rpcProtocols {
 		out = append(out, watchProtocol{name: p.name, rpc: &p})
 	}
-	return append(out, watchProtocol{name: "SSE over HTTP/1.1", sse: http1Client}, watchProtocol{name: "SSE over h2c", sse: h2cClient})
+	return append(out, watchProtocol{name: "SSE over HTTP/1.1", sse: apitest.HTTP1Client}, watchProtocol{name: "SSE over h2c", sse: apitest.H2CClient})
 }
 
 // watchedEvent is one message of a watch, as the client read it; data is the SSE event's data.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
 	"usersd/store/storetest"
 )
 
@@ -201,8 +202,8 @@ func writeJSON(s *testServer, method, path, contentType, body string, want int, 
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	req.Header.Set("x-api-key", testKey)
-	res, err := http1Client.Do(req)
+	req.Header.Set("x-api-key", apitest.Key)
+	res, err := apitest.HTTP1Client.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/internal/apitest"
 	"usersd/store"
 	"usersd/store/sqlstore"
 )
@@ -56,17 +57,17 @@ func userID(t *testing.T, user map[string]any) int32 {
 
 func (s *testServer) patchName(t *testing.T, id int32, name string) {
 	t.Helper()
-	res := s.do(t, http1Client, request{method: "PATCH", path: fmt.Sprintf("/users/%d", id), key: true,
-		header: map[string]string{"Content-Type": "application/merge-patch+json"}, body: fmt.Sprintf(`{"name":%q}`, name)})
-	if res.status != http.StatusOK {
-		t.Fatalf("patch user %d: %d %s", id, res.status, res.body)
+	res := s.do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: fmt.Sprintf("/users/%d", id), Key: true,
+		Header: map[string]string{"Content-Type": "application/merge-patch+json"}, Body: fmt.Sprintf(`{"name":%q}`, name)})
+	if res.Status != http.StatusOK {
+		t.Fatalf("patch user %d: %d %s", id, res.Status, res.Body)
 	}
 }
 
 func (s *testServer) deleteUser(t *testing.T, id int32) {
 	t.Helper()
-	if res := s.do(t, http1Client, request{method: "DELETE", path: fmt.Sprintf("/users/%d", id), key: true}); res.status != http.StatusNoContent {
-		t.Fatalf("delete user %d: %d %s", id, res.status, res.body)
+	if res := s.do(t, apitest.HTTP1Client, request{Method: "DELETE", Path: fmt.Sprintf("/users/%d", id), Key: true}); res.Status != http.StatusNoContent {
+		t.Fatalf("delete user %d: %d %s", id, res.Status, res.Body)
 	}
 }
 
@@ -81,12 +82,12 @@ func TestAWatchSeesEveryChangeOnEveryProtocol(t *testing.T) {
 			created := s.createUser(t, "watched "+p.name, "admin")
 			id := userID(t, created)
 			renamed := "renamed " + p.name
-			_, err := s.rpcClient(rpcProtocolNamed(t, "gRPC"), testKey).UpdateUser(context.Background(), &usersv1.UpdateUserRequest{
+			_, err := s.rpcClient(rpcProtocolNamed(t, "gRPC"), apitest.Key).UpdateUser(context.Background(), &usersv1.UpdateUserRequest{
 				Id: id, User: &usersv1.User{Name: renamed}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"name"}}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			read := s.do(t, http1Client, request{method: "GET", path: fmt.Sprintf("/users/%d", id)})
+			read := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)})
 			s.deleteUser(t, id)
 			got := w.wantChanges(t,
 				change{usersv1.UserEvent_KIND_CREATED, id, "watched " + p.name},
@@ -95,8 +96,8 @@ func TestAWatchSeesEveryChangeOnEveryProtocol(t *testing.T) {
 			if role := got[1].GetUser().GetRole(); role != "admin" || got[1].GetUser().GetEtag() != `"2"` {
 				t.Errorf("the update's user has role %q and etag %s, want the whole user at version 2", role, got[1].GetUser().GetEtag())
 			}
-			if p.sse != nil && !strings.Contains(got[1].data, `"user":`+string(read.body)+`}`) {
-				t.Errorf("the update's data %s does not hold the user as GET answers it: %s", got[1].data, read.body)
+			if p.sse != nil && !strings.Contains(got[1].data, `"user":`+string(read.Body)+`}`) {
+				t.Errorf("the update's data %s does not hold the user as GET answers it: %s", got[1].data, read.Body)
 			}
 			w.quiet(t, 300*time.Millisecond)
 		})
@@ -112,10 +113,10 @@ func TestAWatchOfOneRoleSeesItsUsersComeAndGo(t *testing.T) {
 			w := startWatch(t, s, p, -1, "editor")
 			other := userID(t, s.createUser(t, "viewer", "viewer"))
 			editor := userID(t, s.createUser(t, "editor", "editor"))
-			res := s.do(t, http1Client, request{method: "PATCH", path: fmt.Sprintf("/users/%d", editor), key: true,
-				header: map[string]string{"Content-Type": "application/merge-patch+json"}, body: `{"role":"viewer"}`})
-			if res.status != http.StatusOK {
-				t.Fatalf("patch: %d %s", res.status, res.body)
+			res := s.do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: fmt.Sprintf("/users/%d", editor), Key: true,
+				Header: map[string]string{"Content-Type": "application/merge-patch+json"}, Body: `{"role":"viewer"}`})
+			if res.Status != http.StatusOK {
+				t.Fatalf("patch: %d %s", res.Status, res.Body)
 			}
 			s.deleteUser(t, other)
 			s.deleteUser(t, editor) // a viewer by now
@@ -162,7 +163,7 @@ func TestAWatchResumesWithNothingLostAndNothingTwice(t *testing.T) {
 				break
 			}
 		}
-		res, err := openEventStream(context.Background(), s, http1Client, 0, "", http.Header{"Last-Event-Id": {strconv.FormatInt(aSequence, 10)}})
+		res, err := openEventStream(context.Background(), s, apitest.HTTP1Client, 0, "", http.Header{"Last-Event-Id": {strconv.FormatInt(aSequence, 10)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,12 +222,12 @@ func TestAWatchRefusesAResumeItCannotServe(t *testing.T) {
 		})
 	}
 	for _, query := range []string{"afterSequence=-1", "afterSequence=x", "after=1", "role=" + strings.Repeat("r", 65)} {
-		if res := s.do(t, http1Client, request{method: "GET", path: "/users/events?" + query}); res.status != http.StatusBadRequest {
-			t.Errorf("GET /users/events?%s: %d %s, want 400", query, res.status, res.body)
+		if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users/events?" + query}); res.Status != http.StatusBadRequest {
+			t.Errorf("GET /users/events?%s: %d %s, want 400", query, res.Status, res.Body)
 		}
 	}
-	if res := s.do(t, http1Client, request{method: "GET", path: "/users/events", header: map[string]string{"Last-Event-ID": "seven"}}); res.status != http.StatusBadRequest {
-		t.Errorf("Last-Event-ID: seven: %d %s, want 400", res.status, res.body)
+	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users/events", Header: map[string]string{"Last-Event-ID": "seven"}}); res.Status != http.StatusBadRequest {
+		t.Errorf("Last-Event-ID: seven: %d %s, want 400", res.Status, res.Body)
 	}
 	_, err = openWatch(t, s, watchProtocols()[0], -1, strings.Repeat("r", 65))
 	rpcWantCode(t, err, connect.CodeInvalidArgument)

@@ -1,4 +1,10 @@
-package main
+// The REST contract, checked on every request that the tests send through HTTP1Client and
+// H2CClient: each answer of a route that /openapi.json describes must be one of the statuses the
+// document lists for it, with the headers and body it describes; a request the document says is
+// invalid must not succeed; and a JSON error anywhere else must be {"error": "..."}. The checks
+// see the answer when the test has read it to the end. A test package's TestMain calls Report, to
+// fail the package on any mismatch and, with -v, say what was checked.
+package apitest
 
 import (
 	"bytes"
@@ -20,13 +26,6 @@ import (
 
 	"usersd/openapi"
 )
-
-// The REST contract, checked on every request the end-to-end tests send through http1Client and
-// h2cClient: each answer of a route that /openapi.json describes must be one of the statuses the
-// document lists for it, with the headers and body it describes; a request the document says is
-// invalid must not succeed; and a JSON error anywhere else must be {"error": "..."}. The checks
-// see the answer when the test has read it to the end. TestMain fails the package on any mismatch
-// and, with -v, says what was checked.
 
 // contract is the loaded document and what the checks found.
 var contract = newContractChecker()
@@ -279,6 +278,10 @@ func (c *contractChecker) mismatch(format string, args ...any) {
 	c.mismatches = append(c.mismatches, fmt.Sprintf(format, args...))
 }
 
+// Report says what the checks of this test binary found, and returns false if anything did not
+// match the document.
+func Report(w io.Writer, verbose bool) bool { return contract.report(w, verbose) }
+
 // report says what was checked, and returns false if anything did not match.
 func (c *contractChecker) report(w io.Writer, verbose bool) bool {
 	c.mu.Lock()
@@ -299,6 +302,9 @@ func (c *contractChecker) report(w io.Writer, verbose bool) bool {
 	}
 	return len(c.mismatches) == 0
 }
+
+// Operations counts the operations of the document.
+func Operations() int { return contract.operations() }
 
 func (c *contractChecker) operations() int {
 	n := 0

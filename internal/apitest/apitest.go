@@ -1,0 +1,139 @@
+// Package apitest is what the tests of usersd's HTTP face share, in cmd/usersd (the real program)
+// and in handlers (the handler in the test's own process): the two clients that reach the one
+// port (HTTP/1.1, and h2c), the requests and answers the tests send and read, and the check of
+// every REST answer against the OpenAPI document (contract.go). Only tests import it.
+package apitest
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Key is the API key every test server accepts.
+const Key = "test-key-0123456789"
+
+// The two ways a client reaches the port: HTTP/1.1, and HTTP/2 without TLS (h2c, prior knowledge).
+// Both check every answer against the REST contract (contract.go).
+var (
+	HTTP1Client = &http.Client{Transport: checkedTransport{&http.Transport{}}, Timeout: 30 * time.Second}
+	H2CClient   = NewH2CClient()
+)
+
+// NewH2CClient returns an h2c client of its own (its own connections), whose answers are checked
+// like those of the shared ones.
+func NewH2CClient() *http.Client {
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: checkedTransport{&http.Transport{Protocols: &protocols}}, Timeout: 30 * time.Second}
+}
+
+// CloseIdleConnections closes the shared clients' idle connections: a test server's stop does it
+// first, or net/http's Shutdown waits for a connection that was dialed but never used.
+func CloseIdleConnections() {
+	HTTP1Client.CloseIdleConnections()
+	H2CClient.CloseIdleConnections()
+}
+
+// Transports names the clients that every REST case runs over.
+var Transports = []struct {
+	Name   string
+	Client *http.Client
+}{{"HTTP/1.1", HTTP1Client}, {"h2c", H2CClient}}
+
+// Response is what a test needs of an HTTP answer.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	Proto  string
+}
+
+// ErrorMessage returns the "error" member of a {"error": "..."} body, failing the test for any
+// other body.
+func (r Response) ErrorMessage(t *testing.T) string {
+	t.Helper()
+	var body map[string]any
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		t.Fatalf("error body %q is not JSON: %v", r.Body, err)
+	}
+	msg, ok := body["error"].(string)
+	if !ok || len(body) != 1 || msg == "" {
+		t.Fatalf(`error body %s is not {"error": "<message>"}`, r.Body)
+	}
+	return msg
+}
+
+// Request describes one HTTP request of a test.
+type Request struct {
+	Method, Path string
+	Header       map[string]string
+	Body         string
+	Key          bool // send the valid API key
+}
+
+// JSONBody is the JSON content type header of a write.
+var JSONBody = map[string]string{"Content-Type": "application/json"}
+
+// Do sends req to the server at baseURL with client, and reads the whole answer.
+func Do(t *testing.T, client *http.Client, baseURL string, req Request) Response {
+	t.Helper()
+	var body io.Reader
+	if req.Body != "" {
+		body = strings.NewReader(req.Body)
+	}
+	r, err := http.NewRequest(req.Method, baseURL+req.Path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range req.Header {
+		r.Header.Set(k, v)
+	}
+	if req.Key {
+		r.Header.Set("x-api-key", Key)
+	}
+	res, err := client.Do(r)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.Path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", req.Method, req.Path, err)
+	}
+	return Response{Status: res.StatusCode, Header: res.Header, Body: b, Proto: res.Proto}
+}
+
+// CreateUser creates a user over REST on the server at baseURL and returns its JSON body decoded.
+func CreateUser(t *testing.T, baseURL, name, role string) map[string]any {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"name": name, "role": role})
+	res := Do(t, HTTP1Client, baseURL, Request{Method: "POST", Path: "/users", Header: JSONBody, Body: string(body), Key: true})
+	if res.Status != http.StatusCreated {
+		t.Fatalf("create %q: %d %s", name, res.Status, res.Body)
+	}
+	return DecodeObject(t, res.Body)
+}
+
+// DecodeObject decodes a JSON object, failing the test for anything else.
+func DecodeObject(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("body %q is not a JSON object: %v", b, err)
+	}
+	return v
+}
+
+// DecodeArray decodes a JSON array of objects, failing the test for anything else.
+func DecodeArray(t *testing.T, b []byte) []map[string]any {
+	t.Helper()
+	var v []map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("body %q is not a JSON array of objects: %v", b, err)
+	}
+	return v
+}
