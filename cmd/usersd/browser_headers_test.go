@@ -20,7 +20,7 @@ import (
 // stop a browser from sniffing, framing or leaking the page's address.
 func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
 	s := startServer(t)
-	id := idOf(t, s.createUser(t, "headers", ""))
+	id := apitest.IDOf(t, s.createUser(t, "headers", ""))
 	for _, req := range []request{
 		{Method: "GET", Path: "/"},
 		{Method: "GET", Path: "/users"},
@@ -201,8 +201,8 @@ func TestStaticFilesAnswerOneRangeNotMany(t *testing.T) {
 // carry the browser headers; gRPC answers, which no browser can read, go without them.
 func TestSecurityHeadersOnRPCAnswersBrowsersRead(t *testing.T) {
 	s := startServer(t)
-	id := idOf(t, s.createUser(t, "rpc headers", ""))
-	for _, p := range rpcProtocols {
+	id := apitest.IDOf(t, s.createUser(t, "rpc headers", ""))
+	for _, p := range apitest.RPCProtocols {
 		var header http.Header
 		capture := connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
@@ -214,15 +214,15 @@ func TestSecurityHeadersOnRPCAnswersBrowsersRead(t *testing.T) {
 			}
 		}))
 		if _, err := s.rpcClient(p, "", capture).GetUser(t.Context(), &usersv1.GetUserRequest{Id: int32(id)}); err != nil {
-			t.Fatalf("%s: %v", p.name, err)
+			t.Fatalf("%s: %v", p.Name, err)
 		}
 		got, want := header.Get("X-Content-Type-Options"), "nosniff"
-		if p.name == "gRPC" {
+		if p.Name == "gRPC" {
 			want = ""
 		}
 		if got != want || (header.Get("Content-Security-Policy") == "") != (want == "") {
 			t.Errorf("%s: X-Content-Type-Options %q and Content-Security-Policy %q; want the browser headers only where a browser reads",
-				p.name, got, header.Get("Content-Security-Policy"))
+				p.Name, got, header.Get("Content-Security-Policy"))
 		}
 	}
 }

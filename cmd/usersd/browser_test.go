@@ -135,7 +135,7 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 	for i, name := range []string{"Ada", "Barbara", "Claude", "Dennis", "Edsger", "Frances", "Grace", "Hedy", "Ivan", "Jean", "Ken", "Linus"} {
 		s.createUser(t, name, []string{"engineer", "scientist", "admin"}[i%3])
 	}
-	rpc := s.rpcClient(rpcProtocolNamed(t, "Connect binary"), "")
+	rpc := s.rpcClient(apitest.RPCProtocolNamed(t, "Connect binary"), "")
 	p := browserPage{t: t, ctx: ctx}
 
 	// Each step works on what the one before left: stop at the first that fails.
@@ -180,7 +180,7 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 			t.Fatalf("error shown: %q", msg)
 		}
 		res, err := rpc.ListUsers(t.Context(), &usersv1.ListUsersRequest{})
-		rpcMust(t, "ListUsers", err)
+		apitest.RPCMust(t, "ListUsers", err)
 		if res.GetTotalCount() != 12 {
 			t.Fatalf("%d users after refused creates, want 12", res.GetTotalCount())
 		}
@@ -198,7 +198,7 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 		p.waitFor("the created user", `document.getElementById("status").textContent.startsWith("Created Margaret")`)
 		p.waitFor("the user's panel", `document.getElementById("detail-title").textContent === "Margaret"`)
 		res, err := rpc.ListUsers(t.Context(), &usersv1.ListUsersRequest{Role: "director"})
-		rpcMust(t, "ListUsers", err)
+		apitest.RPCMust(t, "ListUsers", err)
 		if len(res.GetUsers()) != 1 || res.GetUsers()[0].GetName() != "Margaret" {
 			t.Fatalf("the service holds %v, want Margaret the director", res.GetUsers())
 		}
@@ -246,9 +246,9 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 			`const size = document.getElementById("page-size"); size.value = "5"; size.dispatchEvent(new Event("change"))`))
 		names := p.listAfter("next page", chromedp.Click(chromedp.ID("next-page")))
 		page, err := rpc.ListUsers(t.Context(), &usersv1.ListUsersRequest{Page: 2, Limit: 5})
-		rpcMust(t, "ListUsers", err)
-		if strings.Join(names, ",") != strings.Join(rpcNames(page.GetUsers()), ",") || p.text("page-info") != "Page 2 of 3 (13 users)" {
-			t.Fatalf("page 2 of 5 shows %v (%q), the service has %v", names, p.text("page-info"), rpcNames(page.GetUsers()))
+		apitest.RPCMust(t, "ListUsers", err)
+		if strings.Join(names, ",") != strings.Join(apitest.RPCNames(page.GetUsers()), ",") || p.text("page-info") != "Page 2 of 3 (13 users)" {
+			t.Fatalf("page 2 of 5 shows %v (%q), the service has %v", names, p.text("page-info"), apitest.RPCNames(page.GetUsers()))
 		}
 		p.listAfter("last page", chromedp.Click(chromedp.ID("next-page")))
 		if !eval[bool](p, `document.getElementById("next-page").disabled`) {
@@ -265,7 +265,7 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 		p.fill(`#edit-form input[name=role]`, "chief engineer")
 		p.do("save", chromedp.Click(chromedp.CSS(`#edit-form button[type=submit]`)))
 		p.waitFor("the save", `document.getElementById("status").textContent === "Saved Margaret."`)
-		if u := rpcGet(t, rpc, created.GetId()); u.GetRole() != "chief engineer" || u.GetEtag() == created.GetEtag() {
+		if u := apitest.RPCGet(t, rpc, created.GetId()); u.GetRole() != "chief engineer" || u.GetEtag() == created.GetEtag() {
 			t.Fatalf("after the edit the service holds %v", u)
 		}
 
@@ -274,7 +274,7 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 		p.do("add the post", chromedp.Click(chromedp.CSS(`#post-form button[type=submit]`)))
 		p.waitFor("the post in the list", `document.getElementById("posts").textContent.includes("Apollo 11")`)
 		posts, err := rpc.ListUserPosts(t.Context(), &usersv1.ListUserPostsRequest{UserId: created.GetId()})
-		rpcMust(t, "ListUserPosts", err)
+		apitest.RPCMust(t, "ListUserPosts", err)
 		if len(posts.GetPosts()) != 1 || posts.GetPosts()[0].GetBody() != "The guidance software worked." {
 			t.Fatalf("the service holds the posts %v", posts.GetPosts())
 		}
@@ -283,16 +283,16 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 	step("a service error is shown in words: an edit that lost a race", func(t *testing.T) {
 		p := browserPage{t: t, ctx: ctx}
 		// Someone else changes the user while the page shows it.
-		other := s.rpcClient(rpcProtocolNamed(t, "Connect binary"), apitest.Key)
+		other := s.rpcClient(apitest.RPCProtocolNamed(t, "Connect binary"), apitest.Key)
 		_, err := other.UpdateUser(t.Context(), &usersv1.UpdateUserRequest{Id: created.GetId(), User: &usersv1.User{Role: "elsewhere"}})
-		rpcMust(t, "UpdateUser", err)
+		apitest.RPCMust(t, "UpdateUser", err)
 		p.fill(`#edit-form input[name=role]`, "mine")
 		p.do("save", chromedp.Click(chromedp.CSS(`#edit-form button[type=submit]`)))
 		p.waitFor("the error", `!document.getElementById("error").hidden`)
 		if msg := p.text("error"); !strings.Contains(msg, "Someone changed this user") {
 			t.Fatalf("error shown: %q", msg)
 		}
-		if u := rpcGet(t, rpc, created.GetId()); u.GetRole() != "elsewhere" {
+		if u := apitest.RPCGet(t, rpc, created.GetId()); u.GetRole() != "elsewhere" {
 			t.Fatalf("the stale save changed the user: %v", u)
 		}
 		p.waitFor("the reloaded user", `document.querySelector("#edit-form input[name=role]").value === "elsewhere"`)

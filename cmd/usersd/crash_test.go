@@ -163,7 +163,7 @@ func TestSIGTERMLetsStartedRequestsFinish(t *testing.T) {
 	_, again, _ := startProcess(t, dbPath)
 	verifyLedger(t, again, ledger)
 	for _, body := range kept {
-		id := idOf(t, apitest.DecodeObject(t, []byte(body)))
+		id := apitest.IDOf(t, apitest.DecodeObject(t, []byte(body)))
 		if res := again.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != http.StatusOK {
 			t.Errorf("the slow create %s is gone after the restart: %d", body, res.Status)
 		}

@@ -19,7 +19,7 @@ import (
 // bidirectional marks that mixed text needs, are kept byte for byte.
 func TestNamesShowWhatTheySay(t *testing.T) {
 	s := startServer(t)
-	user := idOf(t, s.createUser(t, "poster", ""))
+	user := apitest.IDOf(t, s.createUser(t, "poster", ""))
 	refused := []struct {
 		name, path, body, says string
 	}{
@@ -39,10 +39,10 @@ func TestNamesShowWhatTheySay(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 saying %q", c.name, res.Status, res.Body, c.says)
 		}
 	}
-	for _, p := range rpcProtocols {
+	for _, p := range apitest.RPCProtocols {
 		_, err := s.rpcClient(p, apitest.Key).CreateUser(t.Context(), &usersv1.CreateUserRequest{User: &usersv1.User{Name: "a\u202eb"}})
 		if connect.CodeOf(err) != connect.CodeInvalidArgument {
-			t.Errorf("%s: CreateUser with an override: %v, want invalid_argument", p.name, err)
+			t.Errorf("%s: CreateUser with an override: %v, want invalid_argument", p.Name, err)
 		}
 	}
 

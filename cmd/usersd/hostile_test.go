@@ -57,13 +57,13 @@ type hostileCase struct {
 // TestRESTRejectsBadRequests covers the ordinary bad requests; none of its cases is repeated here.
 func TestHostileInputs(t *testing.T) {
 	s := startServer(t)
-	existing := idOf(t, s.createUser(t, "existing", "admin"))
+	existing := apitest.IDOf(t, s.createUser(t, "existing", "admin"))
 	user := fmt.Sprintf("/users/%d", existing)
 	posts := user + "/posts"
 	if res := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"title":"kept"}`}); res.Status != http.StatusCreated {
 		t.Fatalf("seed post: %d %s", res.Status, res.Body)
 	}
-	before := snapshot(t, s, existing)
+	before := apitest.Snapshot(t, s.baseURL, existing)
 
 	h1 := func(req request) func(*testing.T) response {
 		return func(t *testing.T) response { t.Helper(); return s.do(t, apitest.HTTP1Client, req) }
@@ -348,7 +348,7 @@ func TestHostileInputs(t *testing.T) {
 		})
 	}
 
-	if after := snapshot(t, s, existing); after != before {
+	if after := apitest.Snapshot(t, s.baseURL, existing); after != before {
 		t.Fatalf("hostile requests changed the store:\nbefore %s\nafter  %s", before, after)
 	}
 	t.Run("the server still answers normal requests", func(t *testing.T) {
@@ -357,7 +357,7 @@ func TestHostileInputs(t *testing.T) {
 				t.Errorf("%s: GET %s: %d %s", tr.Name, user, res.Status, res.Body)
 			}
 		}
-		if answers := s.rpcRawGRPC(t, connectPath+"GetUser", getUserMsg); len(answers) != 1 {
+		if answers := apitest.RawGRPC(t, s.baseURL, connectPath+"GetUser", getUserMsg); len(answers) != 1 {
 			t.Errorf("gRPC GetUser: %d answers", len(answers))
 		}
 	})
@@ -373,7 +373,7 @@ func encodedFirstDigit(id int) string {
 // that the message leaks nothing.
 func hostileConnectCode(t *testing.T, body []byte) string {
 	t.Helper()
-	code, message := connectErrorBody(t, body)
+	code, message := apitest.ConnectErrorBody(t, body)
 	hostileCheckMessage(t, message) // tolerates "syntax error", which JSON errors rightly say
 	return code
 }
@@ -382,7 +382,7 @@ func hostileConnectCode(t *testing.T, body []byte) string {
 // rpcLeakWords without "syntax error", which here is the JSON parser's own, accurate, words.
 func hostileCheckMessage(t *testing.T, msg string) {
 	t.Helper()
-	for _, w := range rpcLeakWords {
+	for _, w := range apitest.RPCLeakWords {
 		if w != "syntax error" && strings.Contains(strings.ToLower(msg), w) {
 			t.Errorf("error message %q contains %q", msg, w)
 		}
@@ -423,7 +423,7 @@ func hostileGRPCOverHTTP1(method, body string) string {
 
 // rawGRPCAnswer sends body, as is, as the request body of a gRPC call to path over h2c and returns
 // the answer with its trailers merged into the header (a trailers-only answer has them there already).
-// Unlike rpcRawGRPC it accepts any answer, for calls that must fail.
+// Unlike apitest.RawGRPC it accepts any answer, for calls that must fail.
 func (s *testServer) rawGRPCAnswer(t *testing.T, path string, header map[string]string, body []byte) response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), "POST", s.baseURL+path, bytes.NewReader(body))

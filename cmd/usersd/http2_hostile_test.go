@@ -130,7 +130,7 @@ func TestHTTP2ClientThatNeverReadsIsCutOff(t *testing.T) {
 // already rolled back, which once went out as internal errors.
 func TestRapidResetsOnListsAreNotFaults(t *testing.T) {
 	s := startServer(t)
-	user := idOf(t, s.createUser(t, "poster", "editor"))
+	user := apitest.IDOf(t, s.createUser(t, "poster", "editor"))
 	for i := range 30 {
 		s.createUser(t, fmt.Sprint("user ", i), "viewer")
 		resp := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: fmt.Sprintf("/users/%d/posts", user), Header: map[string]string{"Content-Type": "application/json"}, Body: fmt.Sprintf(`{"title":"post %d"}`, i), Key: true})

@@ -36,8 +36,8 @@ func loadClients(t *testing.T, s *testServer) map[string]loadClient {
 	return map[string]loadClient{
 		"REST HTTP/1.1":  restLoad{s.baseURL, apitest.HTTP1Client},
 		"REST h2c":       restLoad{s.baseURL, apitest.H2CClient},
-		"Connect binary": rpcLoad{s.rpcClient(rpcProtocolNamed(t, "Connect binary"), apitest.Key)},
-		"gRPC":           rpcLoad{s.rpcClient(rpcProtocolNamed(t, "gRPC"), apitest.Key)},
+		"Connect binary": rpcLoad{s.rpcClient(apitest.RPCProtocolNamed(t, "Connect binary"), apitest.Key)},
+		"gRPC":           rpcLoad{s.rpcClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key)},
 	}
 }
 

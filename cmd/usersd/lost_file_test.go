@@ -58,7 +58,7 @@ func TestALostSQLiteFileStopsTheService(t *testing.T) {
 			cmd, s, logs := startProcess(t, path)
 			var acknowledged []int
 			for i := range 5 {
-				acknowledged = append(acknowledged, idOf(t, s.createUser(t, fmt.Sprint("before ", i), "")))
+				acknowledged = append(acknowledged, apitest.IDOf(t, s.createUser(t, fmt.Sprint("before ", i), "")))
 			}
 
 			c.takeAway(t, path)

@@ -90,7 +90,7 @@ func seriesCount(families map[string]*dto.MetricFamily) int {
 func TestMetricsCountRequestsByRouteProtocolAndCode(t *testing.T) {
 	s := startServerOn(t, t.TempDir()+"/users.db", map[string]string{"USERS_ADMIN_ADDR": "127.0.0.1:0"})
 	admin := adminServer(t, s)
-	id := idOf(t, s.createUser(t, "ada", "admin"))
+	id := apitest.IDOf(t, s.createUser(t, "ada", "admin"))
 
 	s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)})
 	s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users/999999"})
@@ -104,14 +104,14 @@ func TestMetricsCountRequestsByRouteProtocolAndCode(t *testing.T) {
 	}
 	s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Body: `{"name":"other"}`, Key: true,
 		Header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": `"k-1"`}})
-	for _, p := range rpcProtocols {
+	for _, p := range apitest.RPCProtocols {
 		client := s.rpcClient(p, "")
 		if _, err := client.GetUser(context.Background(), &usersv1.GetUserRequest{Id: int32(id)}); err != nil {
-			t.Fatalf("%s GetUser: %v", p.name, err)
+			t.Fatalf("%s GetUser: %v", p.Name, err)
 		}
 		_, err := client.GetUser(context.Background(), &usersv1.GetUserRequest{Id: 999999})
 		if connect.CodeOf(err) != connect.CodeNotFound {
-			t.Fatalf("%s GetUser of no user: %v", p.name, err)
+			t.Fatalf("%s GetUser of no user: %v", p.Name, err)
 		}
 	}
 

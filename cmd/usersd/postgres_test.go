@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/internal/apitest"
@@ -75,7 +74,7 @@ func TestPostgresReplicasShareEverything(t *testing.T) {
 
 	// One user through all three replicas.
 	created := replicas[0].createUser(t, "travels", "")
-	path := fmt.Sprintf("/users/%d", idOf(t, created))
+	path := fmt.Sprintf("/users/%d", apitest.IDOf(t, created))
 	read := replicas[1].do(t, apitest.HTTP1Client, request{Method: "GET", Path: path})
 	if read.Status != http.StatusOK || !maps.Equal(apitest.DecodeObject(t, read.Body), created) {
 		t.Fatalf("replica 1 reads %d %s, want what replica 0 created: %v", read.Status, read.Body, created)
@@ -144,7 +143,7 @@ func listAllIDs(t *testing.T, s *testServer) []int {
 			return ids
 		}
 		for _, u := range users {
-			ids = append(ids, idOf(t, u))
+			ids = append(ids, apitest.IDOf(t, u))
 		}
 	}
 }
@@ -157,9 +156,9 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 	dsn := storetest.PostgresSchema(t)
 	proxy := startCuttableProxy(t, dsn)
 	s := startServerOn(t, proxy.dsn, nil)
-	id := idOf(t, s.createUser(t, "before the outage", ""))
+	id := apitest.IDOf(t, s.createUser(t, "before the outage", ""))
 	path := fmt.Sprintf("/users/%d", id)
-	rpc := s.rpcClient(rpcProtocolNamed(t, "gRPC"), apitest.Key)
+	rpc := s.rpcClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key)
 
 	proxy.cut()
 	for _, req := range []request{
@@ -178,7 +177,7 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 		}
 	}
 	_, err := rpc.GetUser(t.Context(), &usersv1.GetUserRequest{Id: int32(id)})
-	rpcWantCode(t, err, connect.CodeUnavailable)
+	apitest.RPCWantCode(t, err, connect.CodeUnavailable)
 	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}); res.Status != http.StatusServiceUnavailable || string(res.Body) != `{"ok":false}` {
 		t.Errorf("/health during the outage: %d %s, want 503 {\"ok\":false}", res.Status, res.Body)
 	}
@@ -212,31 +211,7 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 // grpcHealthStatus asks gRPC health about the whole server and returns the status number.
 func grpcHealthStatus(t *testing.T, s *testServer) uint64 {
 	t.Helper()
-	return grpcHealthStatusOf(t, s, "")
-}
-
-// grpcHealthStatusOf sends a raw gRPC Check for service ("" for the whole server) and returns the
-// status number, failing the test unless the answer is one message holding only that field.
-func grpcHealthStatusOf(t *testing.T, s *testServer, service string) uint64 {
-	t.Helper()
-	var msg []byte
-	if service != "" {
-		msg = protowire.AppendTag(msg, 1, protowire.BytesType) // service
-		msg = protowire.AppendString(msg, service)
-	}
-	answers := s.rpcRawGRPC(t, "/grpc.health.v1.Health/Check", msg)
-	if len(answers) != 1 {
-		t.Fatalf("health: %d answers, want 1", len(answers))
-	}
-	num, typ, n := protowire.ConsumeTag(answers[0])
-	if n < 0 || num != 1 || typ != protowire.VarintType {
-		t.Fatalf("health answer % x does not start with the varint field status", answers[0])
-	}
-	status, m := protowire.ConsumeVarint(answers[0][n:])
-	if m < 0 || n+m != len(answers[0]) {
-		t.Fatalf("health answer % x holds more than its status", answers[0])
-	}
-	return status
+	return apitest.GRPCHealthStatus(t, s.baseURL, "")
 }
 
 // cuttableProxy forwards TCP connections to PostgreSQL until it is cut: then it closes every

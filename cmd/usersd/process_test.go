@@ -95,7 +95,7 @@ func TestTheBinaryStopsCleanlyOnSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			cmd, s, logs := startProcess(t, filepath.Join(t.TempDir(), "users.db"))
-			id := idOf(t, s.createUser(t, "survivor", ""))
+			id := apitest.IDOf(t, s.createUser(t, "survivor", ""))
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}

@@ -97,7 +97,7 @@ func TestPrometheusScrapesTheRequestsItCaused(t *testing.T) {
 	admin := adminServer(t, s)
 	prometheus := startPrometheus(t, strings.TrimPrefix(admin.baseURL, "http://"))
 
-	id := idOf(t, s.createUser(t, "ada", "admin"))
+	id := apitest.IDOf(t, s.createUser(t, "ada", "admin"))
 	want := map[string]string{"rest": "3", "connect": "2", "grpc": "4", "grpc-web": "1"}
 	for range 3 {
 		if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != http.StatusOK {
@@ -105,7 +105,7 @@ func TestPrometheusScrapesTheRequestsItCaused(t *testing.T) {
 		}
 	}
 	for protocol, calls := range map[string]int{"Connect binary": 2, "gRPC": 4, "gRPC-Web": 1} {
-		client := s.rpcClient(rpcProtocolNamed(t, protocol), "")
+		client := s.rpcClient(apitest.RPCProtocolNamed(t, protocol), "")
 		for range calls {
 			if _, err := client.GetUser(context.Background(), &usersv1.GetUserRequest{Id: int32(id)}); err != nil {
 				t.Fatalf("%s GetUser: %v", protocol, err)

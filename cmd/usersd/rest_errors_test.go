@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -15,13 +14,13 @@ func TestRESTRejectsBadRequests(t *testing.T) {
 	for _, tr := range apitest.Transports {
 		t.Run(tr.Name, func(t *testing.T) {
 			s := startServer(t)
-			existing := idOf(t, s.createUser(t, "existing", "admin"))
+			existing := apitest.IDOf(t, s.createUser(t, "existing", "admin"))
 			user := fmt.Sprintf("/users/%d", existing)
 			posts := user + "/posts"
 			if res := s.do(t, tr.Client, request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"title":"kept"}`}); res.Status != 201 {
 				t.Fatalf("seed post: %d %s", res.Status, res.Body)
 			}
-			before := snapshot(t, s, existing)
+			before := apitest.Snapshot(t, s.baseURL, existing)
 
 			const missing = "/users/999999"
 			wrongKey := map[string]string{"Content-Type": "application/json", "x-api-key": "wrong-" + apitest.Key}
@@ -133,20 +132,9 @@ func TestRESTRejectsBadRequests(t *testing.T) {
 				})
 			}
 
-			if after := snapshot(t, s, existing); after != before {
+			if after := apitest.Snapshot(t, s.baseURL, existing); after != before {
 				t.Fatalf("rejected requests changed the store:\nbefore %s\nafter  %s", before, after)
 			}
 		})
 	}
-}
-
-// snapshot reads everything a client can see of the users and of one user's posts.
-func snapshot(t *testing.T, s *testServer, userID int) string {
-	t.Helper()
-	users := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users?limit=100"})
-	posts := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d/posts?limit=100", userID)})
-	if users.Status != http.StatusOK || posts.Status != http.StatusOK {
-		t.Fatalf("snapshot: users %d, posts %d", users.Status, posts.Status)
-	}
-	return string(users.Body) + " " + users.Header.Get("X-Total-Count") + " | " + string(posts.Body)
 }

@@ -38,7 +38,7 @@ func TestRESTConditionalReads(t *testing.T) {
 	for _, tr := range apitest.Transports {
 		t.Run(tr.Name, func(t *testing.T) {
 			s := startServer(t)
-			path := fmt.Sprintf("/users/%d", idOf(t, s.createUser(t, "cached", "")))
+			path := fmt.Sprintf("/users/%d", apitest.IDOf(t, s.createUser(t, "cached", "")))
 			current := etagOf(t, s.do(t, tr.Client, request{Method: "GET", Path: path}))
 
 			for _, value := range []string{current, "W/" + current, "*", `"99", ` + current, `"99",,` + current} {
@@ -79,7 +79,7 @@ func TestRESTConditionalWrites(t *testing.T) {
 		for _, write := range writes {
 			t.Run(tr.Name+"/"+write.method, func(t *testing.T) {
 				s := startServer(t)
-				id := idOf(t, s.createUser(t, "original", ""))
+				id := apitest.IDOf(t, s.createUser(t, "original", ""))
 				path := fmt.Sprintf("/users/%d", id)
 				send := func(ifMatch string) response {
 					header := map[string]string{"If-Match": ifMatch}
@@ -91,7 +91,7 @@ func TestRESTConditionalWrites(t *testing.T) {
 				// Move the user to version 2, so that "1" is stale.
 				patch := s.do(t, tr.Client, request{Method: "PATCH", Path: path, Header: map[string]string{"Content-Type": "application/json"}, Body: `{"name":"renamed"}`, Key: true})
 				current := etagOf(t, patch)
-				before := snapshot(t, s, id)
+				before := apitest.Snapshot(t, s.baseURL, id)
 
 				refused := []struct {
 					ifMatch string
@@ -115,7 +115,7 @@ func TestRESTConditionalWrites(t *testing.T) {
 					}
 					res.ErrorMessage(t)
 				}
-				if after := snapshot(t, s, id); after != before {
+				if after := apitest.Snapshot(t, s.baseURL, id); after != before {
 					t.Fatalf("refused writes changed the store:\nbefore %s\nafter  %s", before, after)
 				}
 
@@ -148,7 +148,7 @@ func TestRESTConditionalWrites(t *testing.T) {
 func TestRESTEmptyPatchStillChecksIfMatch(t *testing.T) {
 	s := startServer(t)
 	created := s.createUser(t, "unchanged", "")
-	path := fmt.Sprintf("/users/%d", idOf(t, created))
+	path := fmt.Sprintf("/users/%d", apitest.IDOf(t, created))
 	header := map[string]string{"Content-Type": "application/merge-patch+json", "If-Match": `"9"`}
 	if res := s.do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: path, Header: header, Body: `{}`, Key: true}); res.Status != 412 {
 		t.Fatalf("empty PATCH with a stale If-Match: %d %s, want 412", res.Status, res.Body)
@@ -165,7 +165,7 @@ func TestRESTEmptyPatchStillChecksIfMatch(t *testing.T) {
 // get 412, and the user must end as the last successful write left it.
 func TestRESTLostUpdatesAreRefused(t *testing.T) {
 	s := startServer(t)
-	path := fmt.Sprintf("/users/%d", idOf(t, s.createUser(t, "contended", "")))
+	path := fmt.Sprintf("/users/%d", apitest.IDOf(t, s.createUser(t, "contended", "")))
 	const clients = 50
 	type outcome struct {
 		readTag string
@@ -236,7 +236,7 @@ func TestRESTWritesHonourIfNoneMatch(t *testing.T) {
 			t.Run(tr.Name+"/"+write.method, func(t *testing.T) {
 				s := startServer(t)
 				created := s.createUser(t, "original", "")
-				id, current := idOf(t, created), fmt.Sprint(created["etag"])
+				id, current := apitest.IDOf(t, created), fmt.Sprint(created["etag"])
 				path := fmt.Sprintf("/users/%d", id)
 				send := func(path string, conditions map[string]string) response {
 					header := map[string]string{}
@@ -248,7 +248,7 @@ func TestRESTWritesHonourIfNoneMatch(t *testing.T) {
 					}
 					return s.do(t, tr.Client, request{Method: write.method, Path: path, Header: header, Body: write.body, Key: true})
 				}
-				before := snapshot(t, s, id)
+				before := apitest.Snapshot(t, s.baseURL, id)
 				for _, c := range []struct {
 					conditions map[string]string
 					status     int
@@ -267,7 +267,7 @@ func TestRESTWritesHonourIfNoneMatch(t *testing.T) {
 					}
 					res.ErrorMessage(t)
 				}
-				if after := snapshot(t, s, id); after != before {
+				if after := apitest.Snapshot(t, s.baseURL, id); after != before {
 					t.Fatalf("refused writes changed the store:\nbefore %s\nafter  %s", before, after)
 				}
 				if res := send("/users/999999", map[string]string{"If-None-Match": "*"}); res.Status != http.StatusNotFound {

@@ -102,7 +102,7 @@ func TestRESTIdempotencyKeys(t *testing.T) {
 			}
 
 			// Posts: a first attempt that failed keeps nothing, so the same key can be used again.
-			adaPosts := fmt.Sprintf("/users/%d/posts", idOf(t, apitest.DecodeObject(t, first.Body)))
+			adaPosts := fmt.Sprintf("/users/%d/posts", apitest.IDOf(t, apitest.DecodeObject(t, first.Body)))
 			if res := post("/users/999999/posts", "post-1", `{"title":"hello"}`); res.Status != http.StatusNotFound {
 				t.Fatalf("post to a missing user: %d %s", res.Status, res.Body)
 			}

@@ -32,7 +32,7 @@ func (s *testServer) listIDs(t *testing.T, client *http.Client, path string) ([]
 	}
 	var ids []int
 	for _, item := range apitest.DecodeArray(t, res.Body) {
-		ids = append(ids, idOf(t, item))
+		ids = append(ids, apitest.IDOf(t, item))
 	}
 	return ids, res
 }
@@ -96,10 +96,10 @@ func TestRESTKeysetPagingWalksWhatPageNumbersList(t *testing.T) {
 
 func TestRESTNamePrefixSearchIgnoresCase(t *testing.T) {
 	s := startServer(t)
-	ada := idOf(t, s.createUser(t, "Ada Lovelace", "admin"))
-	adam := idOf(t, s.createUser(t, "ADAM", ""))
+	ada := apitest.IDOf(t, s.createUser(t, "Ada Lovelace", "admin"))
+	adam := apitest.IDOf(t, s.createUser(t, "ADAM", ""))
 	s.createUser(t, "Grace", "admin")
-	kelvin := idOf(t, s.createUser(t, "\u212Aelvin", ""))
+	kelvin := apitest.IDOf(t, s.createUser(t, "\u212Aelvin", ""))
 	for _, c := range []struct {
 		query string
 		want  []int
@@ -123,7 +123,7 @@ func TestRESTNamePrefixSearchIgnoresCase(t *testing.T) {
 
 func TestRESTPostsPageByCursor(t *testing.T) {
 	s := startServer(t)
-	author := idOf(t, s.createUser(t, "author", ""))
+	author := apitest.IDOf(t, s.createUser(t, "author", ""))
 	path := fmt.Sprintf("/users/%d/posts", author)
 	for i := range 5 {
 		res := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: path, Header: apitest.JSONBody, Body: fmt.Sprintf(`{"title":"post %d"}`, i), Key: true})
@@ -144,7 +144,7 @@ func TestRESTRejectsBadKeysetQueries(t *testing.T) {
 	for i := range 3 {
 		s.createUser(t, fmt.Sprintf("user %d", i), "")
 	}
-	author := idOf(t, s.createUser(t, "author", ""))
+	author := apitest.IDOf(t, s.createUser(t, "author", ""))
 	_, first := s.listIDs(t, apitest.HTTP1Client, "/users?pagination=keyset&limit=1&sort=name")
 	cursor := url.QueryEscape(mustQuery(t, linkTarget(t, first.Header, "next")).Get("cursor"))
 	cases := []struct{ path, wantInMessage string }{

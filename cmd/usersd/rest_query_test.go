@@ -18,7 +18,7 @@ func seedQueryUsers(t *testing.T, s *testServer) []int {
 	for _, u := range []struct{ name, role string }{
 		{"carol", "admin"}, {"alice", "user"}, {"Bob", "user"}, {"dave", ""}, {"alice", "admin"}, {"erin", "Admin"},
 	} {
-		ids = append(ids, idOf(t, s.createUser(t, u.name, u.role)))
+		ids = append(ids, apitest.IDOf(t, s.createUser(t, u.name, u.role)))
 	}
 	return ids
 }
@@ -58,7 +58,7 @@ func TestRESTCollectionQuery(t *testing.T) {
 				}
 				var got []int
 				for _, u := range apitest.DecodeArray(t, res.Body) {
-					got = append(got, idOf(t, u))
+					got = append(got, apitest.IDOf(t, u))
 				}
 				if !slices.Equal(got, c.want) || res.Header.Get("X-Total-Count") != c.total {
 					t.Fatalf("ids %v total %s, want %v total %s", got, res.Header.Get("X-Total-Count"), c.want, c.total)
@@ -99,7 +99,7 @@ func TestRESTLinkHeader(t *testing.T) {
 
 func TestRESTRejectsMalformedQueries(t *testing.T) {
 	s := startServer(t)
-	author := idOf(t, s.createUser(t, "author", ""))
+	author := apitest.IDOf(t, s.createUser(t, "author", ""))
 	posts := fmt.Sprintf("/users/%d/posts", author)
 	cases := []struct{ path, wantInMessage string }{
 		{"/users?page=abc", "page"},

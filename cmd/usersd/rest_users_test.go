@@ -22,7 +22,7 @@ func TestRESTUserLifecycle(t *testing.T) {
 				t.Fatalf("create: %d %s", created.Status, created.Body)
 			}
 			user := apitest.DecodeObject(t, created.Body)
-			id := idOf(t, user)
+			id := apitest.IDOf(t, user)
 			if id == 99 || user["name"] != "Ada Lovelace" || user["role"] != "admin" || user["etag"] != `"1"` {
 				t.Fatalf("created %v: want a server-assigned id, the name and role sent, etag \"1\"", user)
 			}
@@ -87,7 +87,7 @@ func TestRESTPosts(t *testing.T) {
 		t.Run(tr.Name, func(t *testing.T) {
 			s := startServer(t)
 			c := tr.Client
-			author := idOf(t, s.createUser(t, "author", ""))
+			author := apitest.IDOf(t, s.createUser(t, "author", ""))
 			path := fmt.Sprintf("/users/%d/posts", author)
 			var ids []float64
 			for i := range 3 {
@@ -120,16 +120,6 @@ func TestRESTPosts(t *testing.T) {
 	}
 }
 
-// idOf reads the id of a decoded user or post.
-func idOf(t *testing.T, o map[string]any) int {
-	t.Helper()
-	id, ok := o["id"].(float64)
-	if !ok {
-		t.Fatalf("%v has no numeric id", o)
-	}
-	return int(id)
-}
-
 func TestRESTConcurrentCreatesAllSucceed(t *testing.T) {
 	s := startServer(t)
 	const n = 50
@@ -142,7 +132,7 @@ func TestRESTConcurrentCreatesAllSucceed(t *testing.T) {
 			res := s.do(t, c, request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: fmt.Sprintf(`{"name":"user %d"}`, i)})
 			statuses[i] = res.Status
 			if res.Status == http.StatusCreated {
-				ids[i] = idOf(t, apitest.DecodeObject(t, res.Body))
+				ids[i] = apitest.IDOf(t, apitest.DecodeObject(t, res.Body))
 			}
 		})
 	}

@@ -24,7 +24,7 @@ func rpcWalkUsers(t *testing.T, c usersv1connect.UsersClient, first *usersv1.Lis
 			t.Fatalf("the walk of %v does not end", req)
 		}
 		res, err := c.ListUsers(t.Context(), req)
-		rpcMust(t, "ListUsers", err)
+		apitest.RPCMust(t, "ListUsers", err)
 		if res.GetTotalCount() != wantTotal {
 			t.Fatalf("page %d: total_count %d, want %d", pages+1, res.GetTotalCount(), wantTotal)
 		}
@@ -40,9 +40,9 @@ func rpcWalkUsers(t *testing.T, c usersv1connect.UsersClient, first *usersv1.Lis
 
 func TestRPCPageTokensWalkWhatPageNumbersList(t *testing.T) {
 	s := startServer(t)
-	seedKey := s.rpcClient(rpcProtocols[0], apitest.Key)
+	seedKey := s.rpcClient(apitest.RPCProtocols[0], apitest.Key)
 	for i := range 17 {
-		rpcCreate(t, seedKey, []string{"Ada", "ada", "Bob", "Ádám"}[i%4], []string{"editor", "", "viewer"}[i%3])
+		apitest.RPCCreate(t, seedKey, []string{"Ada", "ada", "Bob", "Ádám"}[i%4], []string{"editor", "", "viewer"}[i%3])
 	}
 	queries := []*usersv1.ListUsersRequest{
 		{Limit: 3},
@@ -51,12 +51,12 @@ func TestRPCPageTokensWalkWhatPageNumbersList(t *testing.T) {
 		{Role: "editor", Sort: "name", Limit: 2},
 		{NamePrefix: "AD", Sort: "-createdAt", Limit: 3},
 	}
-	for _, p := range rpcProtocols {
+	for _, p := range apitest.RPCProtocols {
 		c := s.rpcClient(p, "")
 		for _, q := range queries {
-			t.Run(fmt.Sprintf("%s/%v", p.name, q), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%v", p.Name, q), func(t *testing.T) {
 				whole, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{Role: q.Role, Sort: q.Sort, NamePrefix: q.NamePrefix, Limit: 100})
-				rpcMust(t, "ListUsers", err)
+				apitest.RPCMust(t, "ListUsers", err)
 				if whole.GetNextPageToken() != "" {
 					t.Fatalf("a list on one page has a next_page_token")
 				}
@@ -74,20 +74,20 @@ func TestRPCPageTokensWalkWhatPageNumbersList(t *testing.T) {
 
 func TestRPCPostsPageByToken(t *testing.T) {
 	s := startServer(t)
-	c := s.rpcClient(rpcProtocols[0], apitest.Key)
-	author := rpcCreate(t, c, "author", "")
+	c := s.rpcClient(apitest.RPCProtocols[0], apitest.Key)
+	author := apitest.RPCCreate(t, c, "author", "")
 	var want []int32
 	for i := range 5 {
 		res, err := c.CreateUserPost(t.Context(), &usersv1.CreateUserPostRequest{UserId: author.GetId(), Post: &usersv1.Post{Title: fmt.Sprint("post ", i)}})
-		rpcMust(t, "CreateUserPost", err)
+		apitest.RPCMust(t, "CreateUserPost", err)
 		want = append(want, res.GetPost().GetId())
 	}
-	for _, p := range rpcProtocols {
+	for _, p := range apitest.RPCProtocols {
 		req := &usersv1.ListUserPostsRequest{UserId: author.GetId(), Limit: 2}
 		var got []int32
 		for {
 			res, err := s.rpcClient(p, "").ListUserPosts(t.Context(), req)
-			rpcMust(t, p.name+" ListUserPosts", err)
+			apitest.RPCMust(t, p.Name+" ListUserPosts", err)
 			for _, post := range res.GetPosts() {
 				got = append(got, post.GetId())
 			}
@@ -97,18 +97,18 @@ func TestRPCPostsPageByToken(t *testing.T) {
 			req.PageToken = res.GetNextPageToken()
 		}
 		if !slices.Equal(got, want) {
-			t.Errorf("%s: walked posts %v, want %v", p.name, got, want)
+			t.Errorf("%s: walked posts %v, want %v", p.Name, got, want)
 		}
 	}
 }
 
 func TestRPCRejectsBadPageTokens(t *testing.T) {
 	s := startServer(t)
-	c := s.rpcClient(rpcProtocols[0], apitest.Key)
-	author := rpcCreate(t, c, "author", "")
-	rpcCreate(t, c, "second", "")
+	c := s.rpcClient(apitest.RPCProtocols[0], apitest.Key)
+	author := apitest.RPCCreate(t, c, "author", "")
+	apitest.RPCCreate(t, c, "second", "")
 	first, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{Sort: "name", Limit: 1})
-	rpcMust(t, "ListUsers", err)
+	apitest.RPCMust(t, "ListUsers", err)
 	token := first.GetNextPageToken()
 	if token == "" {
 		t.Fatal("the first of two pages has no next_page_token")
@@ -146,10 +146,10 @@ func TestRPCRejectsBadPageTokens(t *testing.T) {
 			return err
 		}},
 	}
-	for _, p := range rpcProtocols {
+	for _, p := range apitest.RPCProtocols {
 		for _, tc := range cases {
-			t.Run(p.name+"/"+tc.name, func(t *testing.T) {
-				rpcWantCode(t, tc.call(s.rpcClient(p, "")), connect.CodeInvalidArgument)
+			t.Run(p.Name+"/"+tc.name, func(t *testing.T) {
+				apitest.RPCWantCode(t, tc.call(s.rpcClient(p, "")), connect.CodeInvalidArgument)
 			})
 		}
 	}
@@ -157,13 +157,13 @@ func TestRPCRejectsBadPageTokens(t *testing.T) {
 
 func TestRPCPageTokenIsTheRESTCursor(t *testing.T) {
 	s := startServer(t)
-	c := s.rpcClient(rpcProtocolNamed(t, "Connect JSON"), apitest.Key)
+	c := s.rpcClient(apitest.RPCProtocolNamed(t, "Connect JSON"), apitest.Key)
 	var ids []int
 	for i := range 4 {
-		ids = append(ids, int(rpcCreate(t, c, fmt.Sprint("user ", i), "").GetId()))
+		ids = append(ids, int(apitest.RPCCreate(t, c, fmt.Sprint("user ", i), "").GetId()))
 	}
 	res, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{Sort: "-createdAt", Limit: 2})
-	rpcMust(t, "ListUsers", err)
+	apitest.RPCMust(t, "ListUsers", err)
 	got, answer := s.listIDs(t, apitest.HTTP1Client, "/users?sort=-createdAt&limit=2&cursor="+url.QueryEscape(res.GetNextPageToken()))
 	if want := []int{ids[1], ids[0]}; !slices.Equal(got, want) || linkTarget(t, answer.Header, "next") != "" {
 		t.Fatalf("REST page after the RPC token: %v (Link %q), want %v and no next", got, answer.Header.Get("Link"), want)

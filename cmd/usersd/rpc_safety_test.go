@@ -64,17 +64,17 @@ var rpcEtagWrites = []rpcEtagWrite{
 // is the stale etag of a client that read it before that write.
 func rpcWrittenUser(t *testing.T, c usersv1connect.UsersClient) *usersv1.User {
 	t.Helper()
-	u := rpcCreate(t, c, "Etta", "reader")
+	u := apitest.RPCCreate(t, c, "Etta", "reader")
 	res, err := c.UpdateUser(t.Context(), &usersv1.UpdateUserRequest{Id: u.GetId(), User: &usersv1.User{Role: "writer"}})
-	rpcMust(t, "UpdateUser without an etag", err)
-	rpcWantEtag(t, res.GetUser(), 2)
+	apitest.RPCMust(t, "UpdateUser without an etag", err)
+	apitest.RPCWantEtag(t, res.GetUser(), 2)
 	return res.GetUser()
 }
 
 // rpcWantUnchanged fails the test unless the user reads back exactly as before, etag included.
 func rpcWantUnchanged(t *testing.T, c usersv1connect.UsersClient, before *usersv1.User) {
 	t.Helper()
-	if got := rpcGet(t, c, before.GetId()); !proto.Equal(got, before) {
+	if got := apitest.RPCGet(t, c, before.GetId()); !proto.Equal(got, before) {
 		t.Fatalf("a refused write changed the user to %v, want %v", got, before)
 	}
 }
@@ -83,9 +83,9 @@ func rpcWantUnchanged(t *testing.T, c usersv1connect.UsersClient, before *usersv
 // names no user, yet it is an id that a client could have read.
 func rpcMissingUserID(t *testing.T, c usersv1connect.UsersClient) int32 {
 	t.Helper()
-	u := rpcCreate(t, c, "Gone", "")
+	u := apitest.RPCCreate(t, c, "Gone", "")
 	_, err := c.DeleteUser(t.Context(), &usersv1.DeleteUserRequest{Id: u.GetId()})
-	rpcMust(t, "DeleteUser", err)
+	apitest.RPCMust(t, "DeleteUser", err)
 	return u.GetId()
 }
 
@@ -113,8 +113,8 @@ func TestRPCEtagsMakeWritesConditional(t *testing.T) {
 		{"a lowercase weak prefix", `w/"2"`, connect.CodeInvalidArgument},
 		{"only commas", `,`, connect.CodeInvalidArgument},
 	}
-	for _, p := range rpcProtocols {
-		t.Run(p.name, func(t *testing.T) {
+	for _, p := range apitest.RPCProtocols {
+		t.Run(p.Name, func(t *testing.T) {
 			s := startServer(t)
 			c := s.rpcClient(p, apitest.Key)
 			for _, w := range rpcEtagWrites {
@@ -127,14 +127,14 @@ func TestRPCEtagsMakeWritesConditional(t *testing.T) {
 						before := rpcWrittenUser(t, c)
 						got, err := w.write(t.Context(), c, before.GetId(), cond.etag)
 						if cond.want != 0 {
-							rpcWantCode(t, err, cond.want)
+							apitest.RPCWantCode(t, err, cond.want)
 							rpcWantUnchanged(t, c, before)
 							return
 						}
-						rpcMust(t, w.name, err)
+						apitest.RPCMust(t, w.name, err)
 						if w.deletes {
 							_, err := c.GetUser(t.Context(), &usersv1.GetUserRequest{Id: before.GetId()})
-							rpcWantCode(t, err, connect.CodeNotFound)
+							apitest.RPCWantCode(t, err, connect.CodeNotFound)
 							return
 						}
 						if !w.changed(got) {
@@ -143,8 +143,8 @@ func TestRPCEtagsMakeWritesConditional(t *testing.T) {
 						if got.GetEtag() == before.GetEtag() {
 							t.Fatalf("the etag stayed %s after a write", got.GetEtag())
 						}
-						rpcWantEtag(t, got, 3)
-						if stored := rpcGet(t, c, before.GetId()); !proto.Equal(stored, got) {
+						apitest.RPCWantEtag(t, got, 3)
+						if stored := apitest.RPCGet(t, c, before.GetId()); !proto.Equal(stored, got) {
 							t.Fatalf("%s answered %v, GetUser reads %v", w.name, got, stored)
 						}
 					})
@@ -156,7 +156,7 @@ func TestRPCEtagsMakeWritesConditional(t *testing.T) {
 				for _, etag := range []string{`"1"`, `*`} {
 					t.Run(fmt.Sprintf("%s of a missing user with etag %s is not_found", w.name, etag), func(t *testing.T) {
 						_, err := w.write(t.Context(), c, rpcMissingUserID(t, c), etag)
-						rpcWantCode(t, err, connect.CodeNotFound)
+						apitest.RPCWantCode(t, err, connect.CodeNotFound)
 					})
 				}
 			}
@@ -179,7 +179,7 @@ func TestRPCEtagsMakeWritesConditional(t *testing.T) {
 				t.Run("UpdateUser with "+nc.name+" and the current etag answers the user unchanged", func(t *testing.T) {
 					before := rpcWrittenUser(t, c)
 					got, err := update(t.Context(), before.GetId(), before.GetEtag())
-					rpcMust(t, "UpdateUser", err)
+					apitest.RPCMust(t, "UpdateUser", err)
 					if !proto.Equal(got, before) {
 						t.Fatalf("UpdateUser answered %v, want the user unchanged %v", got, before)
 					}
@@ -193,13 +193,13 @@ func TestRPCEtagsMakeWritesConditional(t *testing.T) {
 					t.Run(fmt.Sprintf("UpdateUser with %s and etag %s is %s", nc.name, r.etag, r.want), func(t *testing.T) {
 						before := rpcWrittenUser(t, c)
 						_, err := update(t.Context(), before.GetId(), r.etag)
-						rpcWantCode(t, err, r.want)
+						apitest.RPCWantCode(t, err, r.want)
 						rpcWantUnchanged(t, c, before)
 					})
 				}
 				t.Run("UpdateUser with "+nc.name+" of a missing user with an etag is not_found", func(t *testing.T) {
 					_, err := update(t.Context(), rpcMissingUserID(t, c), `"1"`)
-					rpcWantCode(t, err, connect.CodeNotFound)
+					apitest.RPCWantCode(t, err, connect.CodeNotFound)
 				})
 			}
 		})
@@ -209,22 +209,22 @@ func TestRPCEtagsMakeWritesConditional(t *testing.T) {
 // Two clients that read the same user race to write it: only the first write wins, and the loser
 // must read again. Each write's answer carries the etag that the next write must send.
 func TestRPCEtagsStopLostUpdates(t *testing.T) {
-	for _, p := range rpcProtocols {
-		t.Run(p.name, func(t *testing.T) {
+	for _, p := range apitest.RPCProtocols {
+		t.Run(p.Name, func(t *testing.T) {
 			s := startServer(t)
 			c := s.rpcClient(p, apitest.Key)
-			u := rpcCreate(t, c, "Lou", "first")
+			u := apitest.RPCCreate(t, c, "Lou", "first")
 			read := u.GetEtag() // what both clients read
 
 			res, err := c.UpdateUser(t.Context(), &usersv1.UpdateUserRequest{Id: u.GetId(), User: &usersv1.User{Role: "winner"}, Etag: read})
-			rpcMust(t, "the first client's UpdateUser", err)
+			apitest.RPCMust(t, "the first client's UpdateUser", err)
 			won := res.GetUser()
-			rpcWantEtag(t, won, 2)
+			apitest.RPCWantEtag(t, won, 2)
 
 			_, err = c.ReplaceUser(t.Context(), &usersv1.ReplaceUserRequest{Id: u.GetId(), User: &usersv1.User{Name: "Loser"}, Etag: read})
-			rpcWantCode(t, err, connect.CodeAborted)
+			apitest.RPCWantCode(t, err, connect.CodeAborted)
 			_, err = c.DeleteUser(t.Context(), &usersv1.DeleteUserRequest{Id: u.GetId(), Etag: read})
-			rpcWantCode(t, err, connect.CodeAborted)
+			apitest.RPCWantCode(t, err, connect.CodeAborted)
 			rpcWantUnchanged(t, c, won)
 
 			// The loser reads again, over REST this time: the ETag header is the same string as the
@@ -234,16 +234,16 @@ func TestRPCEtagsStopLostUpdates(t *testing.T) {
 				t.Fatalf("REST GET: %d with ETag %q, want 200 with %q", rest.Status, rest.Header.Get("ETag"), won.GetEtag())
 			}
 			replaced, err := c.ReplaceUser(t.Context(), &usersv1.ReplaceUserRequest{Id: u.GetId(), User: &usersv1.User{Name: "Loser"}, Etag: rest.Header.Get("ETag")})
-			rpcMust(t, "ReplaceUser with the etag read again", err)
-			rpcWantEtag(t, replaced.GetUser(), 3)
+			apitest.RPCMust(t, "ReplaceUser with the etag read again", err)
+			apitest.RPCWantEtag(t, replaced.GetUser(), 3)
 
 			_, err = c.DeleteUser(t.Context(), &usersv1.DeleteUserRequest{Id: u.GetId(), Etag: won.GetEtag()})
-			rpcWantCode(t, err, connect.CodeAborted)
+			apitest.RPCWantCode(t, err, connect.CodeAborted)
 			rpcWantUnchanged(t, c, replaced.GetUser())
 			_, err = c.DeleteUser(t.Context(), &usersv1.DeleteUserRequest{Id: u.GetId(), Etag: replaced.GetUser().GetEtag()})
-			rpcMust(t, "DeleteUser with the current etag", err)
+			apitest.RPCMust(t, "DeleteUser with the current etag", err)
 			_, err = c.GetUser(t.Context(), &usersv1.GetUserRequest{Id: u.GetId()})
-			rpcWantCode(t, err, connect.CodeNotFound)
+			apitest.RPCWantCode(t, err, connect.CodeNotFound)
 		})
 	}
 }
@@ -273,7 +273,7 @@ var rpcKeyedCreates = []rpcKeyedCreate{
 		count: func(t *testing.T, c usersv1connect.UsersClient, _ int32) int32 {
 			t.Helper()
 			res, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{})
-			rpcMust(t, "ListUsers", err)
+			apitest.RPCMust(t, "ListUsers", err)
 			return res.GetTotalCount()
 		},
 	},
@@ -290,7 +290,7 @@ var rpcKeyedCreates = []rpcKeyedCreate{
 		count: func(t *testing.T, c usersv1connect.UsersClient, owner int32) int32 {
 			t.Helper()
 			res, err := c.ListUserPosts(t.Context(), &usersv1.ListUserPostsRequest{UserId: owner})
-			rpcMust(t, "ListUserPosts", err)
+			apitest.RPCMust(t, "ListUserPosts", err)
 			return res.GetTotalCount()
 		},
 	},
@@ -308,7 +308,7 @@ func (k rpcKeyedCreate) send(ctx context.Context, c usersv1connect.UsersClient, 
 func (k rpcKeyedCreate) mustCreate(t *testing.T, c usersv1connect.UsersClient, owner int32, requestID, content string) proto.Message {
 	t.Helper()
 	msg, replayed, err := k.send(t.Context(), c, owner, requestID, content)
-	rpcMust(t, k.name, err)
+	apitest.RPCMust(t, k.name, err)
 	if replayed != "" {
 		t.Fatalf("%s %q with request_id %.20q: a first call answered Idempotent-Replayed %q", k.name, content, requestID, replayed)
 	}
@@ -319,7 +319,7 @@ func (k rpcKeyedCreate) mustCreate(t *testing.T, c usersv1connect.UsersClient, o
 func (k rpcKeyedCreate) mustReplay(t *testing.T, c usersv1connect.UsersClient, owner int32, requestID, content string, first proto.Message) {
 	t.Helper()
 	msg, replayed, err := k.send(t.Context(), c, owner, requestID, content)
-	rpcMust(t, k.name+" repeated", err)
+	apitest.RPCMust(t, k.name+" repeated", err)
 	if !proto.Equal(msg, first) {
 		t.Fatalf("a repeat of %s answered %v, want the first answer %v", k.name, msg, first)
 	}
@@ -348,8 +348,8 @@ func rpcIDOf(msg proto.Message) int32 {
 }
 
 func TestRPCRequestIDRunsACreateOnce(t *testing.T) {
-	for _, p := range rpcProtocols {
-		t.Run(p.name, func(t *testing.T) {
+	for _, p := range apitest.RPCProtocols {
+		t.Run(p.Name, func(t *testing.T) {
 			s := startServer(t)
 			c := s.rpcClient(p, apitest.Key)
 			for _, k := range rpcKeyedCreates {
@@ -357,7 +357,7 @@ func TestRPCRequestIDRunsACreateOnce(t *testing.T) {
 				rid := func(id string) string { return k.name + ":" + id }
 				t.Run(k.name, func(t *testing.T) {
 					t.Run("a repeat answers the first answer again, marked replayed, and creates nothing", func(t *testing.T) {
-						owner := rpcCreate(t, c, "Owner", "").GetId()
+						owner := apitest.RPCCreate(t, c, "Owner", "").GetId()
 						before := k.count(t, c, owner)
 						first := k.mustCreate(t, c, owner, rid("once"), "First")
 						rpcWantCount(t, k, c, owner, before+1)
@@ -368,11 +368,11 @@ func TestRPCRequestIDRunsACreateOnce(t *testing.T) {
 					})
 
 					t.Run("the same request_id with other content is failed_precondition and creates nothing", func(t *testing.T) {
-						owner := rpcCreate(t, c, "Owner", "").GetId()
+						owner := apitest.RPCCreate(t, c, "Owner", "").GetId()
 						first := k.mustCreate(t, c, owner, rid("mine"), "First")
 						before := k.count(t, c, owner)
 						_, replayed, err := k.send(t.Context(), c, owner, rid("mine"), "Second")
-						rpcWantCode(t, err, connect.CodeFailedPrecondition)
+						apitest.RPCWantCode(t, err, connect.CodeFailedPrecondition)
 						if replayed != "" {
 							t.Errorf("the refusal answered Idempotent-Replayed %q", replayed)
 						}
@@ -382,7 +382,7 @@ func TestRPCRequestIDRunsACreateOnce(t *testing.T) {
 					})
 
 					t.Run("another request_id with the same content creates another", func(t *testing.T) {
-						owner := rpcCreate(t, c, "Owner", "").GetId()
+						owner := apitest.RPCCreate(t, c, "Owner", "").GetId()
 						before := k.count(t, c, owner)
 						a := k.mustCreate(t, c, owner, rid("twin-a"), "Twin")
 						b := k.mustCreate(t, c, owner, rid("twin-b"), "Twin")
@@ -393,7 +393,7 @@ func TestRPCRequestIDRunsACreateOnce(t *testing.T) {
 					})
 
 					t.Run("without a request_id every call creates", func(t *testing.T) {
-						owner := rpcCreate(t, c, "Owner", "").GetId()
+						owner := apitest.RPCCreate(t, c, "Owner", "").GetId()
 						before := k.count(t, c, owner)
 						k.mustCreate(t, c, owner, "", "Plain")
 						k.mustCreate(t, c, owner, "", "Plain")
@@ -401,7 +401,7 @@ func TestRPCRequestIDRunsACreateOnce(t *testing.T) {
 					})
 
 					t.Run("a request_id of 255 printable characters works", func(t *testing.T) {
-						owner := rpcCreate(t, c, "Owner", "").GetId()
+						owner := apitest.RPCCreate(t, c, "Owner", "").GetId()
 						before := k.count(t, c, owner)
 						long := rid(strings.Repeat("k", 254-len(rid(""))) + "~")
 						if len(long) != 255 {
@@ -421,10 +421,10 @@ func TestRPCRequestIDRunsACreateOnce(t *testing.T) {
 					}
 					for _, b := range bad {
 						t.Run("a request_id with "+b.name+" is invalid_argument and creates nothing", func(t *testing.T) {
-							owner := rpcCreate(t, c, "Owner", "").GetId()
+							owner := apitest.RPCCreate(t, c, "Owner", "").GetId()
 							before := k.count(t, c, owner)
 							_, _, err := k.send(t.Context(), c, owner, b.requestID, "Bad")
-							rpcWantCode(t, err, connect.CodeInvalidArgument)
+							apitest.RPCWantCode(t, err, connect.CodeInvalidArgument)
 							rpcWantCount(t, k, c, owner, before)
 						})
 					}
@@ -432,10 +432,10 @@ func TestRPCRequestIDRunsACreateOnce(t *testing.T) {
 			}
 
 			t.Run("a request_id of CreateUser used for CreateUserPost is failed_precondition and creates nothing", func(t *testing.T) {
-				owner := rpcCreate(t, c, "Owner", "").GetId()
+				owner := apitest.RPCCreate(t, c, "Owner", "").GetId()
 				rpcKeyedCreates[0].mustCreate(t, c, owner, "either", "Either")
 				_, _, err := rpcKeyedCreates[1].send(t.Context(), c, owner, "either", "Either")
-				rpcWantCode(t, err, connect.CodeFailedPrecondition)
+				apitest.RPCWantCode(t, err, connect.CodeFailedPrecondition)
 				rpcWantCount(t, rpcKeyedCreates[1], c, owner, 0)
 			})
 
@@ -443,7 +443,7 @@ func TestRPCRequestIDRunsACreateOnce(t *testing.T) {
 				k := rpcKeyedCreates[0]
 				first := k.mustCreate(t, c, 0, "kept", "Kept").(*usersv1.CreateUserResponse)
 				_, err := c.UpdateUser(t.Context(), &usersv1.UpdateUserRequest{Id: first.GetUser().GetId(), User: &usersv1.User{Role: "changed"}})
-				rpcMust(t, "UpdateUser", err)
+				apitest.RPCMust(t, "UpdateUser", err)
 				k.mustReplay(t, c, 0, "kept", "Kept", first)
 			})
 		})
@@ -452,14 +452,14 @@ func TestRPCRequestIDRunsACreateOnce(t *testing.T) {
 
 func TestRPCRequestIDBelongsToTheAPIKey(t *testing.T) {
 	// config.go: USERS_API_KEYS is comma-separated.
-	for _, p := range rpcProtocols {
-		t.Run(p.name, func(t *testing.T) {
+	for _, p := range apitest.RPCProtocols {
+		t.Run(p.Name, func(t *testing.T) {
 			s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{"USERS_API_KEYS": "key-one,key-two"})
 			one, two := s.rpcClient(p, "key-one"), s.rpcClient(p, "key-two")
 			for _, k := range rpcKeyedCreates {
 				t.Run(k.name, func(t *testing.T) {
 					shared, oneOnly := k.name+":shared", k.name+":one-only"
-					owner := rpcCreate(t, one, "Owner", "").GetId()
+					owner := apitest.RPCCreate(t, one, "Owner", "").GetId()
 					before := k.count(t, one, owner)
 					fromOne := k.mustCreate(t, one, owner, shared, "Same")
 					// Another caller's key is another request, even with the same content: it neither
@@ -474,12 +474,12 @@ func TestRPCRequestIDBelongsToTheAPIKey(t *testing.T) {
 					k.mustReplay(t, two, owner, shared, "Same", fromTwo)
 					// The second caller's key is kept for it: other content is now refused.
 					_, _, err := k.send(t.Context(), two, owner, shared, "Other")
-					rpcWantCode(t, err, connect.CodeFailedPrecondition)
+					apitest.RPCWantCode(t, err, connect.CodeFailedPrecondition)
 					// Nor is one caller's content compared with another's: the second caller may use a
 					// key of the first for something else.
 					fromOneAgain := k.mustCreate(t, one, owner, oneOnly, "Other")
 					_, _, err = k.send(t.Context(), two, owner, oneOnly, "Different")
-					rpcMust(t, "the second caller's first use of a key the first caller used", err)
+					apitest.RPCMust(t, "the second caller's first use of a key the first caller used", err)
 					k.mustReplay(t, one, owner, oneOnly, "Other", fromOneAgain)
 					rpcWantCount(t, k, one, owner, before+4)
 				})
@@ -509,7 +509,7 @@ func rpcSendAsync(ctx context.Context, k rpcKeyedCreate, c usersv1connect.UsersC
 func rpcHeldOwner(t *testing.T, c usersv1connect.UsersClient, held *heldStore) int32 {
 	t.Helper()
 	held.release <- struct{}{}
-	owner := rpcCreate(t, c, "Owner", "").GetId()
+	owner := apitest.RPCCreate(t, c, "Owner", "").GetId()
 	<-held.arrived
 	return owner
 }
@@ -519,8 +519,8 @@ func rpcHeldOwner(t *testing.T, c usersv1connect.UsersClient, held *heldStore) i
 const rpcHeldTimeout = 10 * time.Second
 
 func TestRPCRequestIDWhileTheFirstIsStillRunning(t *testing.T) {
-	for _, p := range rpcProtocols {
-		t.Run(p.name, func(t *testing.T) {
+	for _, p := range apitest.RPCProtocols {
+		t.Run(p.Name, func(t *testing.T) {
 			for _, k := range rpcKeyedCreates {
 				t.Run(k.name, func(t *testing.T) {
 					// A server of its own: a failure here must not leave a call at the gate of the next case.
@@ -544,12 +544,12 @@ func TestRPCRequestIDWhileTheFirstIsStillRunning(t *testing.T) {
 					// Refused before the store: had either reached the gate, it would wait there
 					// until ctx ends and answer deadline_exceeded.
 					_, replayed, err := k.send(ctx, c, owner, running, "First")
-					rpcWantCode(t, err, connect.CodeAborted)
+					apitest.RPCWantCode(t, err, connect.CodeAborted)
 					if replayed != "" {
 						t.Errorf("the refusal answered Idempotent-Replayed %q", replayed)
 					}
 					_, _, err = k.send(ctx, c, owner, running, "Other")
-					rpcWantCode(t, err, connect.CodeFailedPrecondition)
+					apitest.RPCWantCode(t, err, connect.CodeFailedPrecondition)
 					if n := len(held.arrived); n != 0 {
 						t.Fatalf("%d refused calls reached the store", n)
 					}
@@ -561,12 +561,12 @@ func TestRPCRequestIDWhileTheFirstIsStillRunning(t *testing.T) {
 					case <-ctx.Done():
 						t.Fatal("the first call did not end once released")
 					}
-					rpcMust(t, "the first call", first.err)
+					apitest.RPCMust(t, "the first call", first.err)
 					if first.replayed != "" {
 						t.Fatalf("the first call answered Idempotent-Replayed %q", first.replayed)
 					}
 					msg, replayed, err := k.send(ctx, c, owner, running, "First")
-					rpcMust(t, "the repeat after the first ended", err)
+					apitest.RPCMust(t, "the repeat after the first ended", err)
 					if !proto.Equal(msg, first.msg) || replayed != "true" {
 						t.Fatalf("the repeat after the first ended answered %v (Idempotent-Replayed %q), want %v replayed", msg, replayed, first.msg)
 					}
@@ -578,8 +578,8 @@ func TestRPCRequestIDWhileTheFirstIsStillRunning(t *testing.T) {
 }
 
 func TestRPCRequestIDOfAFailedCreateIsNotKept(t *testing.T) {
-	for _, p := range rpcProtocols {
-		t.Run(p.name, func(t *testing.T) {
+	for _, p := range apitest.RPCProtocols {
+		t.Run(p.Name, func(t *testing.T) {
 			t.Run("CreateUserPost to a missing user keeps nothing, so the request_id works for a user that exists", func(t *testing.T) {
 				s := startServer(t)
 				c := s.rpcClient(p, apitest.Key)
@@ -587,12 +587,12 @@ func TestRPCRequestIDOfAFailedCreateIsNotKept(t *testing.T) {
 				missing := rpcMissingUserID(t, c)
 				for range 2 { // had the failure been kept, the repeat would be replayed or aborted
 					_, replayed, err := k.send(t.Context(), c, missing, "retry", "Post")
-					rpcWantCode(t, err, connect.CodeNotFound)
+					apitest.RPCWantCode(t, err, connect.CodeNotFound)
 					if replayed != "" {
 						t.Fatalf("a failed create answered Idempotent-Replayed %q", replayed)
 					}
 				}
-				owner := rpcCreate(t, c, "Owner", "").GetId()
+				owner := apitest.RPCCreate(t, c, "Owner", "").GetId()
 				first := k.mustCreate(t, c, owner, "retry", "Post")
 				k.mustReplay(t, c, owner, "retry", "Post", first)
 				rpcWantCount(t, k, c, owner, 1)
@@ -634,7 +634,7 @@ func TestRPCRequestIDOfAFailedCreateIsNotKept(t *testing.T) {
 						case <-held.arrived:
 							held.release <- struct{}{}
 							r := <-retry
-							rpcMust(t, "the retry", r.err)
+							apitest.RPCMust(t, "the retry", r.err)
 							if r.replayed != "" {
 								t.Fatalf("the retry answered Idempotent-Replayed %q", r.replayed)
 							}
@@ -652,7 +652,7 @@ func TestRPCRequestIDIsSharedWithRESTAndEveryProtocol(t *testing.T) {
 	s := startServer(t)
 	users := rpcKeyedCreates[0]
 	posts := rpcKeyedCreates[1]
-	seeder := s.rpcClient(rpcProtocolNamed(t, "Connect binary"), apitest.Key)
+	seeder := s.rpcClient(apitest.RPCProtocolNamed(t, "Connect binary"), apitest.Key)
 
 	// restCreate POSTs body to path with the Idempotency-Key key and returns the answer.
 	restCreate := func(t *testing.T, path, key, body string) response {
@@ -661,12 +661,12 @@ func TestRPCRequestIDIsSharedWithRESTAndEveryProtocol(t *testing.T) {
 			Header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": key}})
 	}
 
-	for _, p := range rpcProtocols {
-		t.Run(p.name, func(t *testing.T) {
+	for _, p := range apitest.RPCProtocols {
+		t.Run(p.Name, func(t *testing.T) {
 			c := s.rpcClient(p, apitest.Key)
 
 			t.Run("a CreateUser after a REST POST /users with the same key and content replays it", func(t *testing.T) {
-				key := "rest-first " + p.name
+				key := "rest-first " + p.Name
 				before := users.count(t, c, 0)
 				res := restCreate(t, "/users", key, `{"name":"Rhea","role":"keyed"}`)
 				if res.Status != http.StatusCreated || res.Header.Get(rpcReplayedHeader) != "" {
@@ -678,12 +678,12 @@ func TestRPCRequestIDIsSharedWithRESTAndEveryProtocol(t *testing.T) {
 				}
 				users.mustReplay(t, c, 0, key, "Rhea", &usersv1.CreateUserResponse{User: fromREST})
 				_, _, err := users.send(t.Context(), c, 0, key, "Other")
-				rpcWantCode(t, err, connect.CodeFailedPrecondition)
+				apitest.RPCWantCode(t, err, connect.CodeFailedPrecondition)
 				rpcWantCount(t, users, c, 0, before+1)
 			})
 
 			t.Run("a REST POST /users after a CreateUser with the same key and content replays it", func(t *testing.T) {
-				key := "rpc-first " + p.name
+				key := "rpc-first " + p.Name
 				before := users.count(t, c, 0)
 				first := users.mustCreate(t, c, 0, key, "Remy").(*usersv1.CreateUserResponse)
 				// The same JSON value, not the same bytes: other member order and spacing.
@@ -700,8 +700,8 @@ func TestRPCRequestIDIsSharedWithRESTAndEveryProtocol(t *testing.T) {
 			})
 
 			t.Run("a CreateUserPost after a REST POST /users/:id/posts with the same key and content replays it", func(t *testing.T) {
-				key := "rest-post " + p.name
-				owner := rpcCreate(t, seeder, "Owner", "").GetId()
+				key := "rest-post " + p.Name
+				owner := apitest.RPCCreate(t, seeder, "Owner", "").GetId()
 				res := restCreate(t, fmt.Sprintf("/users/%d/posts", owner), key, `{"body":"body","title":"Note"}`)
 				if res.Status != http.StatusCreated {
 					t.Fatalf("REST create post: %d %s", res.Status, res.Body)
@@ -718,10 +718,10 @@ func TestRPCRequestIDIsSharedWithRESTAndEveryProtocol(t *testing.T) {
 
 	t.Run("one request_id used over every protocol in turn creates once", func(t *testing.T) {
 		for _, k := range rpcKeyedCreates {
-			owner := rpcCreate(t, seeder, "Owner", "").GetId()
+			owner := apitest.RPCCreate(t, seeder, "Owner", "").GetId()
 			before := k.count(t, seeder, owner)
 			var first proto.Message
-			for i, p := range rpcProtocols {
+			for i, p := range apitest.RPCProtocols {
 				c := s.rpcClient(p, apitest.Key)
 				if i == 0 {
 					first = k.mustCreate(t, c, owner, k.name+":every protocol", "Shared")

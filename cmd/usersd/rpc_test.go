@@ -3,17 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,136 +28,19 @@ import (
 	"usersd/internal/apitest"
 )
 
-// rpcProtocol is one of the four RPC protocols that the generated client speaks to the port.
-type rpcProtocol struct {
-	name string
-	opts []connect.ClientOption
-}
-
-// rpcProtocols are the protocols that every RPC case runs over, all on h2c.
-var rpcProtocols = []rpcProtocol{
-	{"Connect binary", nil},
-	{"Connect JSON", []connect.ClientOption{connect.WithProtoJSON()}},
-	{"gRPC", []connect.ClientOption{connect.WithGRPC()}},
-	{"gRPC-Web", []connect.ClientOption{connect.WithGRPCWeb()}},
-}
-
-// rpcProtocolNamed returns the protocol of rpcProtocols called name.
-func rpcProtocolNamed(t *testing.T, name string) rpcProtocol {
-	t.Helper()
-	i := slices.IndexFunc(rpcProtocols, func(p rpcProtocol) bool { return p.name == name })
-	if i < 0 {
-		t.Fatalf("no protocol %q", name)
-	}
-	return rpcProtocols[i]
-}
-
-// rpcWithKey is a client option that sends key in the x-api-key header of every request.
-func rpcWithKey(key string) connect.ClientOption {
-	return connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			req.Header().Set("x-api-key", key)
-			return next(ctx, req)
-		}
-	}))
-}
-
-// rpcClient returns a generated Users client that speaks p over h2c; key "" sends no key at all.
-func (s *testServer) rpcClient(p rpcProtocol, key string, extra ...connect.ClientOption) usersv1connect.UsersClient {
-	opts := slices.Clone(p.opts)
-	if key != "" {
-		opts = append(opts, rpcWithKey(key))
-	}
-	opts = append(opts, extra...)
-	return usersv1connect.NewUsersClient(apitest.H2CClient, s.baseURL, opts...)
-}
-
-// rpcLeakWords are fragments of store, driver or Go detail that no error message may contain: the
-// last three are how Go type names of generated messages read (*usersv1.GetUserRequest).
-var rpcLeakWords = []string{"sql", "database", "driver", "constraint", "no rows", "syntax error", "goroutine", "panic",
-	"usersv1", "grpc_health_v1", "unmarshal into"}
-
-// rpcWantCode fails the test unless err carries code, and checks that its message leaks nothing.
-func rpcWantCode(t *testing.T, err error, code connect.Code) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want %s", code)
-	}
-	if got := connect.CodeOf(err); got != code {
-		t.Fatalf("got code %s (%v), want %s", got, err, code)
-	}
-	rpcCheckMessage(t, err)
-}
-
-// rpcCheckMessage fails the test if the message of err holds store or driver detail.
-func rpcCheckMessage(t *testing.T, err error) {
-	t.Helper()
-	msg := err.Error()
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		msg = ce.Message()
-	}
-	for _, w := range rpcLeakWords {
-		if strings.Contains(strings.ToLower(msg), w) {
-			t.Errorf("error message %q contains %q", msg, w)
-		}
-	}
-}
-
-// rpcMust fails the test if err is not nil.
-func rpcMust(t *testing.T, what string, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("%s: %v (code %s)", what, err, connect.CodeOf(err))
-	}
-}
-
-// rpcCreate creates a user over RPC and returns it as stored.
-func rpcCreate(t *testing.T, c usersv1connect.UsersClient, name, role string) *usersv1.User {
-	t.Helper()
-	res, err := c.CreateUser(t.Context(), &usersv1.CreateUserRequest{User: &usersv1.User{Name: name, Role: role}})
-	rpcMust(t, "CreateUser "+name, err)
-	return res.GetUser()
-}
-
-// rpcGet reads a user over RPC.
-func rpcGet(t *testing.T, c usersv1connect.UsersClient, id int32) *usersv1.User {
-	t.Helper()
-	u, err := c.GetUser(t.Context(), &usersv1.GetUserRequest{Id: id})
-	rpcMust(t, fmt.Sprintf("GetUser %d", id), err)
-	return u
-}
-
-// rpcWantEtag fails the test unless u's etag is the quoted version n.
-func rpcWantEtag(t *testing.T, u *usersv1.User, n int) {
-	t.Helper()
-	if want := strconv.Quote(strconv.Itoa(n)); u.GetEtag() != want {
-		t.Fatalf("etag of %v is %s, want %s", u, u.GetEtag(), want)
-	}
-}
-
-// rpcNames returns the names of users, in order.
-func rpcNames(users []*usersv1.User) []string {
-	names := make([]string, len(users))
-	for i, u := range users {
-		names[i] = u.GetName()
-	}
-	return names
-}
-
 // rpcWantOnlyTheSeed checks that the store holds exactly the seed user, unchanged, with no posts.
 func rpcWantOnlyTheSeed(t *testing.T, c usersv1connect.UsersClient, seed *usersv1.User) {
 	t.Helper()
-	if got := rpcGet(t, c, seed.GetId()); !proto.Equal(got, seed) {
+	if got := apitest.RPCGet(t, c, seed.GetId()); !proto.Equal(got, seed) {
 		t.Errorf("the seed user is now %v, want %v", got, seed)
 	}
 	users, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{})
-	rpcMust(t, "ListUsers", err)
+	apitest.RPCMust(t, "ListUsers", err)
 	if users.GetTotalCount() != 1 {
 		t.Errorf("%d users exist, want only the seed: %v", users.GetTotalCount(), users.GetUsers())
 	}
 	posts, err := c.ListUserPosts(t.Context(), &usersv1.ListUserPostsRequest{UserId: seed.GetId()})
-	rpcMust(t, "ListUserPosts", err)
+	apitest.RPCMust(t, "ListUserPosts", err)
 	if posts.GetTotalCount() != 0 {
 		t.Errorf("the seed user has posts %v, want none", posts.GetPosts())
 	}
@@ -170,13 +49,13 @@ func rpcWantOnlyTheSeed(t *testing.T, c usersv1connect.UsersClient, seed *usersv
 var rpcEtagPattern = regexp.MustCompile(`^"[0-9]+"$`)
 
 func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
-	for _, p := range rpcProtocols {
-		t.Run(p.name, func(t *testing.T) {
+	for _, p := range apitest.RPCProtocols {
+		t.Run(p.Name, func(t *testing.T) {
 			s := startServer(t)
 			c := s.rpcClient(p, apitest.Key)
 
 			t.Run("CreateUser stores a user that GetUser then returns unchanged", func(t *testing.T) {
-				created := rpcCreate(t, c, "Ada", "admin")
+				created := apitest.RPCCreate(t, c, "Ada", "admin")
 				if created.GetId() <= 0 || created.GetName() != "Ada" || created.GetRole() != "admin" {
 					t.Fatalf("created %v", created)
 				}
@@ -186,8 +65,8 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 				if !created.GetCreatedAt().AsTime().Equal(created.GetUpdatedAt().AsTime()) {
 					t.Errorf("a new user has createdAt %v and updatedAt %v", created.GetCreatedAt().AsTime(), created.GetUpdatedAt().AsTime())
 				}
-				rpcWantEtag(t, created, 1)
-				if got := rpcGet(t, c, created.GetId()); !proto.Equal(got, created) {
+				apitest.RPCWantEtag(t, created, 1)
+				if got := apitest.RPCGet(t, c, created.GetId()); !proto.Equal(got, created) {
 					t.Fatalf("GetUser returned %v, want %v", got, created)
 				}
 			})
@@ -196,19 +75,19 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 				res, err := c.CreateUser(t.Context(), &usersv1.CreateUserRequest{User: &usersv1.User{
 					Id: 9999, Name: "Out", Etag: `"77"`,
 				}})
-				rpcMust(t, "CreateUser", err)
+				apitest.RPCMust(t, "CreateUser", err)
 				if res.GetUser().GetId() == 9999 {
 					t.Errorf("the server took the id 9999 from the body")
 				}
-				rpcWantEtag(t, res.GetUser(), 1)
+				apitest.RPCWantEtag(t, res.GetUser(), 1)
 			})
 
 			t.Run("ListUsers filters by role, sorts by -name and pages with the total count", func(t *testing.T) {
 				for _, name := range []string{"ann", "eve", "bob", "dan", "cat"} {
-					rpcCreate(t, c, name, "lister")
+					apitest.RPCCreate(t, c, name, "lister")
 				}
-				rpcCreate(t, c, "zed", "Lister") // the filter is case-sensitive
-				rpcCreate(t, c, "yan", "")
+				apitest.RPCCreate(t, c, "zed", "Lister") // the filter is case-sensitive
+				apitest.RPCCreate(t, c, "yan", "")
 				cases := []struct {
 					page, limit int32
 					want        []string
@@ -221,8 +100,8 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 				}
 				for _, tc := range cases {
 					res, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{Role: "lister", Sort: "-name", Page: tc.page, Limit: tc.limit})
-					rpcMust(t, "ListUsers", err)
-					if got := rpcNames(res.GetUsers()); !slices.Equal(got, tc.want) {
+					apitest.RPCMust(t, "ListUsers", err)
+					if got := apitest.RPCNames(res.GetUsers()); !slices.Equal(got, tc.want) {
 						t.Errorf("page %d limit %d: got %q, want %q", tc.page, tc.limit, got, tc.want)
 					}
 					if res.GetTotalCount() != 5 {
@@ -238,7 +117,7 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 
 			t.Run("ListUsers without a query lists every user by id with the total count", func(t *testing.T) {
 				res, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{Limit: 100})
-				rpcMust(t, "ListUsers", err)
+				apitest.RPCMust(t, "ListUsers", err)
 				if int(res.GetTotalCount()) != len(res.GetUsers()) || len(res.GetUsers()) < 2 {
 					t.Fatalf("total_count %d for %d users", res.GetTotalCount(), len(res.GetUsers()))
 				}
@@ -248,9 +127,9 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 			})
 
 			t.Run("ReplaceUser sets every field and clears a role left empty", func(t *testing.T) {
-				u := rpcCreate(t, c, "Bea", "editor")
+				u := apitest.RPCCreate(t, c, "Bea", "editor")
 				res, err := c.ReplaceUser(t.Context(), &usersv1.ReplaceUserRequest{Id: u.GetId(), User: &usersv1.User{Name: "Beatrice"}})
-				rpcMust(t, "ReplaceUser", err)
+				apitest.RPCMust(t, "ReplaceUser", err)
 				got := res.GetUser()
 				if got.GetId() != u.GetId() || got.GetName() != "Beatrice" || got.GetRole() != "" {
 					t.Fatalf("replaced user is %v, want name Beatrice and no role", got)
@@ -261,16 +140,16 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 				if got.GetUpdatedAt().AsTime().Before(u.GetUpdatedAt().AsTime()) {
 					t.Errorf("updatedAt went back from %v to %v", u.GetUpdatedAt().AsTime(), got.GetUpdatedAt().AsTime())
 				}
-				rpcWantEtag(t, got, 2)
-				if read := rpcGet(t, c, u.GetId()); !proto.Equal(read, got) {
+				apitest.RPCWantEtag(t, got, 2)
+				if read := apitest.RPCGet(t, c, u.GetId()); !proto.Equal(read, got) {
 					t.Fatalf("GetUser after ReplaceUser returned %v, want %v", read, got)
 				}
 			})
 
 			t.Run("ReplaceUser accepts user.id equal to id", func(t *testing.T) {
-				u := rpcCreate(t, c, "Same", "x")
+				u := apitest.RPCCreate(t, c, "Same", "x")
 				res, err := c.ReplaceUser(t.Context(), &usersv1.ReplaceUserRequest{Id: u.GetId(), User: &usersv1.User{Id: u.GetId(), Name: "Same2", Role: "y"}})
-				rpcMust(t, "ReplaceUser", err)
+				apitest.RPCMust(t, "ReplaceUser", err)
 				if res.GetUser().GetName() != "Same2" || res.GetUser().GetRole() != "y" {
 					t.Fatalf("replaced user is %v", res.GetUser())
 				}
@@ -302,33 +181,33 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 					nil, nil, "Carl", "viewer", false},
 			}
 			for _, tc := range updates {
-				if p.name == "Connect JSON" && slices.Contains(tc.mask.GetPaths(), "*") {
+				if p.Name == "Connect JSON" && slices.Contains(tc.mask.GetPaths(), "*") {
 					// protojson cannot marshal the path "*" (it is not a field name), so a Connect JSON
 					// client cannot send it; TestRPCConnectJSONAcceptsTheWildcardMask sends it by hand.
 					continue
 				}
 				t.Run(tc.name, func(t *testing.T) {
-					u := rpcCreate(t, c, "Carl", "viewer")
+					u := apitest.RPCCreate(t, c, "Carl", "viewer")
 					res, err := c.UpdateUser(t.Context(), &usersv1.UpdateUserRequest{Id: u.GetId(), User: tc.user, UpdateMask: tc.mask})
-					rpcMust(t, "UpdateUser", err)
+					apitest.RPCMust(t, "UpdateUser", err)
 					got := res.GetUser()
 					if got.GetName() != tc.wantName || got.GetRole() != tc.wantRole {
 						t.Fatalf("updated user is %v, want name %q role %q", got, tc.wantName, tc.wantRole)
 					}
 					if tc.changed {
-						rpcWantEtag(t, got, 2)
+						apitest.RPCWantEtag(t, got, 2)
 					} else if !proto.Equal(got, u) {
 						t.Fatalf("an update that changes nothing returned %v, want the user unchanged %v", got, u)
 					}
-					if read := rpcGet(t, c, u.GetId()); !proto.Equal(read, got) {
+					if read := apitest.RPCGet(t, c, u.GetId()); !proto.Equal(read, got) {
 						t.Fatalf("GetUser after UpdateUser returned %v, want %v", read, got)
 					}
 				})
 			}
 
 			t.Run("every write changes the etag, which is the quoted version number", func(t *testing.T) {
-				u := rpcCreate(t, c, "Eli", "a")
-				rpcWantEtag(t, u, 1)
+				u := apitest.RPCCreate(t, c, "Eli", "a")
+				apitest.RPCWantEtag(t, u, 1)
 				seen := map[string]bool{u.GetEtag(): true}
 				writes := []func() (*usersv1.User, error){
 					func() (*usersv1.User, error) {
@@ -352,40 +231,40 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 				}
 				for i, write := range writes {
 					got, err := write()
-					rpcMust(t, fmt.Sprintf("write %d", i+1), err)
+					apitest.RPCMust(t, fmt.Sprintf("write %d", i+1), err)
 					if !rpcEtagPattern.MatchString(got.GetEtag()) || seen[got.GetEtag()] {
 						t.Fatalf("write %d: etag %s is not a new quoted number (seen %v)", i+1, got.GetEtag(), seen)
 					}
 					seen[got.GetEtag()] = true
-					rpcWantEtag(t, got, i+2)
-					if read := rpcGet(t, c, u.GetId()); read.GetEtag() != got.GetEtag() {
+					apitest.RPCWantEtag(t, got, i+2)
+					if read := apitest.RPCGet(t, c, u.GetId()); read.GetEtag() != got.GetEtag() {
 						t.Fatalf("write %d returned etag %s but GetUser says %s", i+1, got.GetEtag(), read.GetEtag())
 					}
 				}
 			})
 
 			t.Run("DeleteUser removes the user and its posts, and a second delete is not_found", func(t *testing.T) {
-				u := rpcCreate(t, c, "Dora", "")
+				u := apitest.RPCCreate(t, c, "Dora", "")
 				_, err := c.CreateUserPost(t.Context(), &usersv1.CreateUserPostRequest{UserId: u.GetId(), Post: &usersv1.Post{Title: "bye"}})
-				rpcMust(t, "CreateUserPost", err)
+				apitest.RPCMust(t, "CreateUserPost", err)
 				res, err := c.DeleteUser(t.Context(), &usersv1.DeleteUserRequest{Id: u.GetId()})
-				rpcMust(t, "DeleteUser", err)
+				apitest.RPCMust(t, "DeleteUser", err)
 				if res == nil {
 					t.Fatal("DeleteUser returned no response message")
 				}
 				_, err = c.GetUser(t.Context(), &usersv1.GetUserRequest{Id: u.GetId()})
-				rpcWantCode(t, err, connect.CodeNotFound)
+				apitest.RPCWantCode(t, err, connect.CodeNotFound)
 				_, err = c.ListUserPosts(t.Context(), &usersv1.ListUserPostsRequest{UserId: u.GetId()})
-				rpcWantCode(t, err, connect.CodeNotFound)
+				apitest.RPCWantCode(t, err, connect.CodeNotFound)
 				_, err = c.DeleteUser(t.Context(), &usersv1.DeleteUserRequest{Id: u.GetId()})
-				rpcWantCode(t, err, connect.CodeNotFound)
+				apitest.RPCWantCode(t, err, connect.CodeNotFound)
 			})
 
 			t.Run("CreateUserPost adds posts that ListUserPosts lists by id with the total count", func(t *testing.T) {
-				u := rpcCreate(t, c, "Finn", "")
-				other := rpcCreate(t, c, "Gus", "")
+				u := apitest.RPCCreate(t, c, "Finn", "")
+				other := apitest.RPCCreate(t, c, "Gus", "")
 				_, err := c.CreateUserPost(t.Context(), &usersv1.CreateUserPostRequest{UserId: other.GetId(), Post: &usersv1.Post{Title: "not Finn's"}})
-				rpcMust(t, "CreateUserPost for another user", err)
+				apitest.RPCMust(t, "CreateUserPost for another user", err)
 				var created []*usersv1.Post
 				for i, title := range []string{"one", "two", "three"} {
 					post := &usersv1.Post{Title: title, Body: "line 1\nline 2"}
@@ -393,7 +272,7 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 						post.UserId = u.GetId() // equal to user_id: allowed
 					}
 					res, err := c.CreateUserPost(t.Context(), &usersv1.CreateUserPostRequest{UserId: u.GetId(), Post: post})
-					rpcMust(t, "CreateUserPost "+title, err)
+					apitest.RPCMust(t, "CreateUserPost "+title, err)
 					p := res.GetPost()
 					if p.GetId() <= 0 || p.GetUserId() != u.GetId() || p.GetTitle() != title || p.GetBody() != post.GetBody() || p.GetCreatedAt() == nil {
 						t.Fatalf("created post %v", p)
@@ -401,7 +280,7 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 					created = append(created, p)
 				}
 				all, err := c.ListUserPosts(t.Context(), &usersv1.ListUserPostsRequest{UserId: u.GetId()})
-				rpcMust(t, "ListUserPosts", err)
+				apitest.RPCMust(t, "ListUserPosts", err)
 				if all.GetTotalCount() != 3 || len(all.GetPosts()) != 3 {
 					t.Fatalf("ListUserPosts: %d posts, total_count %d; want 3 and 3", len(all.GetPosts()), all.GetTotalCount())
 				}
@@ -411,16 +290,16 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 					}
 				}
 				page2, err := c.ListUserPosts(t.Context(), &usersv1.ListUserPostsRequest{UserId: u.GetId(), Page: 2, Limit: 2})
-				rpcMust(t, "ListUserPosts page 2", err)
+				apitest.RPCMust(t, "ListUserPosts page 2", err)
 				if page2.GetTotalCount() != 3 || len(page2.GetPosts()) != 1 || !proto.Equal(page2.GetPosts()[0], created[2]) {
 					t.Fatalf("page 2 of 2: %v, total_count %d; want only %v and 3", page2.GetPosts(), page2.GetTotalCount(), created[2])
 				}
 			})
 
 			t.Run("ListUserPosts of a user without posts is empty with total count 0", func(t *testing.T) {
-				u := rpcCreate(t, c, "Hal", "")
+				u := apitest.RPCCreate(t, c, "Hal", "")
 				res, err := c.ListUserPosts(t.Context(), &usersv1.ListUserPostsRequest{UserId: u.GetId()})
-				rpcMust(t, "ListUserPosts", err)
+				apitest.RPCMust(t, "ListUserPosts", err)
 				if len(res.GetPosts()) != 0 || res.GetTotalCount() != 0 {
 					t.Fatalf("got %v, total_count %d", res.GetPosts(), res.GetTotalCount())
 				}
@@ -428,9 +307,9 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 
 			t.Run("ListUserPosts and CreateUserPost of a missing user are not_found", func(t *testing.T) {
 				_, err := c.ListUserPosts(t.Context(), &usersv1.ListUserPostsRequest{UserId: 987654})
-				rpcWantCode(t, err, connect.CodeNotFound)
+				apitest.RPCWantCode(t, err, connect.CodeNotFound)
 				_, err = c.CreateUserPost(t.Context(), &usersv1.CreateUserPostRequest{UserId: 987654, Post: &usersv1.Post{Title: "t"}})
-				rpcWantCode(t, err, connect.CodeNotFound)
+				apitest.RPCWantCode(t, err, connect.CodeNotFound)
 			})
 		})
 	}
@@ -440,11 +319,11 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 var rpcTooLargeName = strings.Repeat("n", 1_100_000)
 
 func TestRPCErrorCodesOverEveryProtocol(t *testing.T) {
-	for _, p := range rpcProtocols {
-		t.Run(p.name, func(t *testing.T) {
+	for _, p := range apitest.RPCProtocols {
+		t.Run(p.Name, func(t *testing.T) {
 			s := startServer(t)
 			c := s.rpcClient(p, apitest.Key)
-			seed := rpcCreate(t, c, "Seed", "keeper")
+			seed := apitest.RPCCreate(t, c, "Seed", "keeper")
 			id := seed.GetId()
 			const missing = 424242
 			cases := []struct {
@@ -549,7 +428,7 @@ func TestRPCErrorCodesOverEveryProtocol(t *testing.T) {
 			}
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
-					rpcWantCode(t, tc.call(t.Context()), tc.want)
+					apitest.RPCWantCode(t, tc.call(t.Context()), tc.want)
 				})
 			}
 
@@ -568,10 +447,10 @@ func TestRPCWritesWithoutAValidKeyAreUnauthenticated(t *testing.T) {
 		{"with a wrong key", "wrong-" + apitest.Key},
 		{"with a prefix of the key", apitest.Key[:len(apitest.Key)-1]},
 	}
-	for _, p := range rpcProtocols {
-		t.Run(p.name, func(t *testing.T) {
+	for _, p := range apitest.RPCProtocols {
+		t.Run(p.Name, func(t *testing.T) {
 			s := startServer(t)
-			seed := rpcCreate(t, s.rpcClient(p, apitest.Key), "Seed", "keeper")
+			seed := apitest.RPCCreate(t, s.rpcClient(p, apitest.Key), "Seed", "keeper")
 			id := seed.GetId()
 			for _, k := range keys {
 				c := s.rpcClient(p, k.key)
@@ -610,7 +489,7 @@ func TestRPCWritesWithoutAValidKeyAreUnauthenticated(t *testing.T) {
 				}
 				for _, w := range writes {
 					t.Run(w.name+" "+k.name+" is unauthenticated and changes nothing", func(t *testing.T) {
-						rpcWantCode(t, w.call(t.Context()), connect.CodeUnauthenticated)
+						apitest.RPCWantCode(t, w.call(t.Context()), connect.CodeUnauthenticated)
 						// Reads are public, so the same keyless client checks that nothing changed.
 						rpcWantOnlyTheSeed(t, c, seed)
 					})
@@ -652,7 +531,7 @@ func TestRPCConnectGetReadsWithoutSideEffects(t *testing.T) {
 		recorder := &rpcRecordingClient{}
 		c := usersv1connect.NewUsersClient(recorder, s.baseURL, connect.WithHTTPGet(), connect.WithProtoJSON())
 		got, err := c.GetUser(t.Context(), &usersv1.GetUserRequest{Id: id})
-		rpcMust(t, "GetUser", err)
+		apitest.RPCMust(t, "GetUser", err)
 		want := &usersv1.User{}
 		if err := protojson.Unmarshal(rest.Body, want); err != nil {
 			t.Fatal(err)
@@ -661,12 +540,12 @@ func TestRPCConnectGetReadsWithoutSideEffects(t *testing.T) {
 			t.Errorf("GetUser over GET returned %v, want %v", got, want)
 		}
 		list, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{Role: "reader"})
-		rpcMust(t, "ListUsers", err)
+		apitest.RPCMust(t, "ListUsers", err)
 		if list.GetTotalCount() != 1 || len(list.GetUsers()) != 1 || !proto.Equal(list.GetUsers()[0], want) {
 			t.Errorf("ListUsers over GET returned %v", list)
 		}
 		_, err = c.GetUser(t.Context(), &usersv1.GetUserRequest{Id: 0})
-		rpcWantCode(t, err, connect.CodeInvalidArgument)
+		apitest.RPCWantCode(t, err, connect.CodeInvalidArgument)
 		wantSent := []string{"GET /users.v1.Users/GetUser", "GET /users.v1.Users/ListUsers", "GET /users.v1.Users/GetUser"}
 		if got := recorder.requests(); !slices.Equal(got, wantSent) {
 			t.Errorf("the client sent %q, want %q", got, wantSent)
@@ -699,26 +578,13 @@ func TestRPCConnectGetReadsWithoutSideEffects(t *testing.T) {
 // checks that its message leaks nothing.
 func rpcConnectErrorCode(t *testing.T, body []byte) string {
 	t.Helper()
-	code, message := connectErrorBody(t, body)
-	for _, w := range rpcLeakWords {
+	code, message := apitest.ConnectErrorBody(t, body)
+	for _, w := range apitest.RPCLeakWords {
 		if strings.Contains(strings.ToLower(message), w) {
 			t.Errorf("error message %q contains %q", message, w)
 		}
 	}
 	return code
-}
-
-// connectErrorBody reads a Connect error body {"code": ..., "message": ...}.
-func connectErrorBody(t *testing.T, body []byte) (code, message string) {
-	t.Helper()
-	var e struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}
-	if err := json.Unmarshal(body, &e); err != nil || e.Code == "" {
-		t.Fatalf("body %q is not a Connect error: %v", body, err)
-	}
-	return e.Code, e.Message
 }
 
 func TestRPCUserIsTheSameOnEveryProtocol(t *testing.T) {
@@ -747,17 +613,17 @@ func TestRPCUserIsTheSameOnEveryProtocol(t *testing.T) {
 		}
 	})
 
-	for _, p := range rpcProtocols {
-		t.Run(p.name+" answers a message equal to the REST body", func(t *testing.T) {
-			got := rpcGet(t, s.rpcClient(p, ""), int32(id))
+	for _, p := range apitest.RPCProtocols {
+		t.Run(p.Name+" answers a message equal to the REST body", func(t *testing.T) {
+			got := apitest.RPCGet(t, s.rpcClient(p, ""), int32(id))
 			if !proto.Equal(got, fromREST) {
-				t.Errorf("%s returned %v, REST %v", p.name, got, fromREST)
+				t.Errorf("%s returned %v, REST %v", p.Name, got, fromREST)
 			}
 		})
 	}
 
 	t.Run("a user created over RPC reads the same over REST", func(t *testing.T) {
-		u := rpcCreate(t, s.rpcClient(rpcProtocolNamed(t, "gRPC"), apitest.Key), "Ivo", "")
+		u := apitest.RPCCreate(t, s.rpcClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key), "Ivo", "")
 		res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", u.GetId())})
 		fromREST := &usersv1.User{}
 		if err := protojson.Unmarshal(res.Body, fromREST); err != nil {
@@ -791,8 +657,8 @@ func TestRPCConnectJSONRejectsUnknownFields(t *testing.T) {
 		})
 	}
 	t.Run("no user was created by the rejected requests", func(t *testing.T) {
-		list, err := s.rpcClient(rpcProtocolNamed(t, "Connect binary"), "").ListUsers(t.Context(), &usersv1.ListUsersRequest{})
-		rpcMust(t, "ListUsers", err)
+		list, err := s.rpcClient(apitest.RPCProtocolNamed(t, "Connect binary"), "").ListUsers(t.Context(), &usersv1.ListUsersRequest{})
+		apitest.RPCMust(t, "ListUsers", err)
 		if list.GetTotalCount() != 0 {
 			t.Fatalf("%d users exist: %v", list.GetTotalCount(), list.GetUsers())
 		}
@@ -803,7 +669,7 @@ func TestRPCConnectJSONRejectsUnknownFields(t *testing.T) {
 // over JSON a client names every field instead; "*" works on the binary protocols.
 func TestRPCConnectJSONNamesEveryFieldInsteadOfTheWildcardMask(t *testing.T) {
 	s := startServer(t)
-	id := idOf(t, s.createUser(t, "Jo", "lead"))
+	id := apitest.IDOf(t, s.createUser(t, "Jo", "lead"))
 	wildcard := fmt.Sprintf(`{"id":%d,"user":{"name":"Joan"},"updateMask":"*"}`, id)
 	res := s.do(t, apitest.H2CClient, request{Method: "POST", Path: "/users.v1.Users/UpdateUser", Header: apitest.JSONBody, Body: wildcard, Key: true})
 	if code := rpcConnectErrorCode(t, res.Body); res.Status != http.StatusBadRequest || code != "invalid_argument" {
@@ -829,7 +695,7 @@ func TestRPCReflectionListsTheServices(t *testing.T) {
 		stream := client.NewStream(t.Context())
 		t.Cleanup(func() { _, _ = stream.Close() })
 		services, err := stream.ListServices()
-		rpcMust(t, "ListServices", err)
+		apitest.RPCMust(t, "ListServices", err)
 		for _, name := range want {
 			if !slices.Contains(services, protoreflect.FullName(name)) {
 				t.Errorf("ListServices returned %v, without %s", services, name)
@@ -846,7 +712,7 @@ func TestRPCReflectionListsTheServices(t *testing.T) {
 			stream := grpcreflect.NewClient(apitest.H2CClient, s.baseURL).NewStream(t.Context())
 			t.Cleanup(func() { _, _ = stream.Close() })
 			files, err := stream.FileContainingSymbol(protoreflect.FullName(service))
-			rpcMust(t, "FileContainingSymbol("+service+")", err)
+			apitest.RPCMust(t, "FileContainingSymbol("+service+")", err)
 			for _, f := range files {
 				t.Logf("file %s, package %s", f.GetName(), f.GetPackage())
 			}
@@ -867,7 +733,7 @@ func TestRPCReflectionListsTheServices(t *testing.T) {
 		var msg []byte
 		msg = protowire.AppendTag(msg, 7, protowire.BytesType) // list_services
 		msg = protowire.AppendString(msg, "")
-		answers := s.rpcRawGRPC(t, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", msg)
+		answers := apitest.RawGRPC(t, s.baseURL, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", msg)
 		services := rpcReflectionServices(t, answers)
 		for _, name := range want {
 			if !slices.Contains(services, name) {
@@ -875,50 +741,6 @@ func TestRPCReflectionListsTheServices(t *testing.T) {
 			}
 		}
 	})
-}
-
-// rpcRawGRPC sends msg as the one gRPC-framed request message of a call to path over h2c, requires
-// HTTP/2 200 and grpc-status 0 in the trailers, and returns the response messages.
-func (s *testServer) rpcRawGRPC(t *testing.T, path string, msg []byte) [][]byte {
-	t.Helper()
-	frame := make([]byte, 5, 5+len(msg))
-	binary.BigEndian.PutUint32(frame[1:], uint32(len(msg)))
-	frame = append(frame, msg...)
-	req, err := http.NewRequestWithContext(t.Context(), "POST", s.baseURL+path, bytes.NewReader(frame))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/grpc")
-	req.Header.Set("TE", "trailers")
-	res, err := apitest.H2CClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusOK || res.ProtoMajor != 2 {
-		t.Fatalf("%s: %s %d, want HTTP/2 200", path, res.Proto, res.StatusCode)
-	}
-	if got := res.Trailer.Get("Grpc-Status"); got != "0" {
-		t.Fatalf("%s: grpc-status trailer %q (message %q, header status %q), want 0",
-			path, got, res.Trailer.Get("Grpc-Message"), res.Header.Get("Grpc-Status"))
-	}
-	var messages [][]byte
-	for len(body) > 0 {
-		if len(body) < 5 || body[0] != 0 {
-			t.Fatalf("%s: bad gRPC frame header in % x", path, body)
-		}
-		n := int(binary.BigEndian.Uint32(body[1:5]))
-		if len(body) < 5+n {
-			t.Fatalf("%s: frame of %d bytes, only %d left", path, n, len(body)-5)
-		}
-		messages = append(messages, body[5:5+n])
-		body = body[5+n:]
-	}
-	return messages
 }
 
 // rpcDeclaresService reports whether the file f declares the service of the full name service.
@@ -991,7 +813,7 @@ func TestRPCHealthCheck(t *testing.T) {
 	s := startServer(t)
 	for _, service := range []string{"", "users.v1.Users"} {
 		t.Run(fmt.Sprintf("a raw gRPC Check of service %q answers status SERVING (1)", service), func(t *testing.T) {
-			if status := grpcHealthStatusOf(t, s, service); status != 1 {
+			if status := apitest.GRPCHealthStatus(t, s.baseURL, service); status != 1 {
 				t.Fatalf("status %d, want SERVING (1)", status)
 			}
 		})
@@ -1033,8 +855,8 @@ func TestRPCHealthCheck(t *testing.T) {
 // the service's own message, which only an RPC-shaped error carries, can.
 func TestRPCRefusalsComeInTheCallersProtocol(t *testing.T) {
 	s := startServer(t)
-	for _, p := range rpcProtocols {
-		t.Run(p.name, func(t *testing.T) {
+	for _, p := range apitest.RPCProtocols {
+		t.Run(p.Name, func(t *testing.T) {
 			_, err := s.rpcClient(p, "").CreateUser(t.Context(), &usersv1.CreateUserRequest{User: &usersv1.User{Name: "x"}})
 			var ce *connect.Error
 			if !errors.As(err, &ce) || ce.Code() != connect.CodeUnauthenticated ||

@@ -18,7 +18,7 @@ func TestARestartKeepsEveryUserAndPost(t *testing.T) {
 	first := startServerOn(t, dbPath, nil)
 	var wantUsers, wantPosts string
 	for i := range 3 {
-		id := idOf(t, first.createUser(t, fmt.Sprintf("user %d", i), "role"))
+		id := apitest.IDOf(t, first.createUser(t, fmt.Sprintf("user %d", i), "role"))
 		res := first.do(t, apitest.HTTP1Client, request{Method: "POST", Path: fmt.Sprintf("/users/%d/posts", id), Header: apitest.JSONBody, Key: true, Body: `{"title":"t"}`})
 		if res.Status != 201 {
 			t.Fatalf("post: %d %s", res.Status, res.Body)
@@ -32,13 +32,13 @@ func TestARestartKeepsEveryUserAndPost(t *testing.T) {
 	gotUsers := string(second.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"}).Body)
 	var gotPosts string
 	for _, u := range apitest.DecodeArray(t, []byte(gotUsers)) {
-		gotPosts += string(second.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d/posts", idOf(t, u))}).Body)
+		gotPosts += string(second.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d/posts", apitest.IDOf(t, u))}).Body)
 	}
 	if gotUsers != wantUsers || gotPosts != wantPosts {
 		t.Fatalf("after restart\nusers %s\n want %s\nposts %s\n want %s", gotUsers, wantUsers, gotPosts, wantPosts)
 	}
-	if created := second.createUser(t, "after restart", ""); idOf(t, created) != 4 {
-		t.Fatalf("the next id after a restart is %d, want 4", idOf(t, created))
+	if created := second.createUser(t, "after restart", ""); apitest.IDOf(t, created) != 4 {
+		t.Fatalf("the next id after a restart is %d, want 4", apitest.IDOf(t, created))
 	}
 }
 

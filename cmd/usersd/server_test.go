@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
+	"usersd/gen/users/v1/usersv1connect"
 	"usersd/internal/apitest"
 )
 
@@ -151,6 +154,11 @@ type (
 func (s *testServer) do(t *testing.T, client *http.Client, req request) response {
 	t.Helper()
 	return apitest.Do(t, client, s.baseURL, req)
+}
+
+// rpcClient returns a generated Users client of the server that speaks p; key "" sends no key.
+func (s *testServer) rpcClient(p apitest.RPCProtocol, key string, extra ...connect.ClientOption) usersv1connect.UsersClient {
+	return apitest.RPCClient(s.baseURL, p, key, extra...)
 }
 
 // createUser creates a user over REST and returns its JSON body decoded.

@@ -177,7 +177,7 @@ func TestTracesReachAnOTLPReceiverWithTheCallersTraceID(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + receiver.URL,
 		"OTEL_BSP_SCHEDULE_DELAY=100", // milliseconds: send each batch at once
 	}, filepath.Join(t.TempDir(), "users.db"))
-	id := idOf(t, s.createUser(t, "ada", "admin"))
+	id := apitest.IDOf(t, s.createUser(t, "ada", "admin"))
 
 	grpcCaller := newCallerSpan(t)
 	getUserAs(t, s, "gRPC", grpcCaller, id)
@@ -290,7 +290,7 @@ func TestSpansStillBufferedAreSentAtAStop(t *testing.T) {
 // getUserAs calls GetUser over protocol with the caller's traceparent.
 func getUserAs(t *testing.T, s *testServer, protocol string, caller callerSpan, id int) {
 	t.Helper()
-	client := s.rpcClient(rpcProtocolNamed(t, protocol), "", connect.WithInterceptors(connect.UnaryInterceptorFunc(
+	client := s.rpcClient(apitest.RPCProtocolNamed(t, protocol), "", connect.WithInterceptors(connect.UnaryInterceptorFunc(
 		func(next connect.UnaryFunc) connect.UnaryFunc {
 			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 				req.Header().Set("traceparent", caller.traceparent)

@@ -23,14 +23,14 @@ import (
 // client of the HTTP version it names.
 type watchProtocol struct {
 	name string
-	rpc  *rpcProtocol
+	rpc  *apitest.RPCProtocol
 	sse  *http.Client
 }
 
 func watchProtocols() []watchProtocol {
 	var out []watchProtocol
-	for _, p := range rpcProtocols {
-		out = append(out, watchProtocol{name: p.name, rpc: &p})
+	for _, p := range apitest.RPCProtocols {
+		out = append(out, watchProtocol{name: p.Name, rpc: &p})
 	}
 	return append(out, watchProtocol{name: "SSE over HTTP/1.1", sse: apitest.HTTP1Client}, watchProtocol{name: "SSE over h2c", sse: apitest.H2CClient})
 }
@@ -245,7 +245,7 @@ func (w *watchStream) ended(t *testing.T, d time.Duration) error {
 func wantWatchCode(t *testing.T, p watchProtocol, err error, code connect.Code, status int) {
 	t.Helper()
 	if p.rpc != nil {
-		rpcWantCode(t, err, code)
+		apitest.RPCWantCode(t, err, code)
 		return
 	}
 	var refusal sseRefusal

@@ -52,7 +52,7 @@ func (w *watchStream) wantChanges(t *testing.T, want ...change) []watchedEvent {
 // userID is the id of a user as JSON decoded it.
 func userID(t *testing.T, user map[string]any) int32 {
 	t.Helper()
-	return int32(idOf(t, user))
+	return int32(apitest.IDOf(t, user))
 }
 
 func (s *testServer) patchName(t *testing.T, id int32, name string) {
@@ -82,7 +82,7 @@ func TestAWatchSeesEveryChangeOnEveryProtocol(t *testing.T) {
 			created := s.createUser(t, "watched "+p.name, "admin")
 			id := userID(t, created)
 			renamed := "renamed " + p.name
-			_, err := s.rpcClient(rpcProtocolNamed(t, "gRPC"), apitest.Key).UpdateUser(context.Background(), &usersv1.UpdateUserRequest{
+			_, err := s.rpcClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key).UpdateUser(context.Background(), &usersv1.UpdateUserRequest{
 				Id: id, User: &usersv1.User{Name: renamed}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"name"}}})
 			if err != nil {
 				t.Fatal(err)
@@ -230,7 +230,7 @@ func TestAWatchRefusesAResumeItCannotServe(t *testing.T) {
 		t.Errorf("Last-Event-ID: seven: %d %s, want 400", res.Status, res.Body)
 	}
 	_, err = openWatch(t, s, watchProtocols()[0], -1, strings.Repeat("r", 65))
-	rpcWantCode(t, err, connect.CodeInvalidArgument)
+	apitest.RPCWantCode(t, err, connect.CodeInvalidArgument)
 }
 
 // TestAWatchOutlivesTheServersTimeoutsWithHeartbeats: the write, read and request timeouts end
