@@ -12,7 +12,7 @@ import (
 // adminServer is the admin listener, at the address from the server's log.
 func adminServer(t *testing.T, s *testServer) *testServer {
 	t.Helper()
-	lines := s.logs.entries(map[string]any{"msg": "admin listening"})
+	lines := s.logs.Entries(map[string]any{"msg": "admin listening"})
 	if len(lines) != 1 {
 		t.Fatalf("want one admin listening line, got %d; logs:\n%s", len(lines), s.logs)
 	}
@@ -51,7 +51,7 @@ func TestTheAdminListenerServesMetricsAndTheProfiler(t *testing.T) {
 // TestWithoutAdminAddrNoAdminListens: the admin listener is off by default.
 func TestWithoutAdminAddrNoAdminListens(t *testing.T) {
 	s := startServer(t)
-	if lines := s.logs.entries(map[string]any{"msg": "admin listening"}); len(lines) != 0 {
+	if lines := s.logs.Entries(map[string]any{"msg": "admin listening"}); len(lines) != 0 {
 		t.Errorf("an admin listener started without -admin-addr: %v", lines)
 	}
 }

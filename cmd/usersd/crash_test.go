@@ -193,3 +193,25 @@ func (b *trickle) Read(p []byte) (int, error) {
 	b.sent++
 	return 1, nil
 }
+
+// TestAnAcknowledgedKeyedCreateSurvivesSIGKILL: once a keyed create is answered, its answer is on
+// disk with the user, so a process killed without warning replays it after a restart.
+func TestAnAcknowledgedKeyedCreateSurvivesSIGKILL(t *testing.T) {
+	dbPath := filepath.Join(t.TempDir(), "users.db")
+	cmd, s, _ := startProcess(t, dbPath)
+	create := request{Method: "POST", Path: "/users", Header: apitest.Keyed("before-the-crash"), Body: `{"name":"durable"}`, Key: true}
+	first := s.do(t, apitest.HTTP1Client, create)
+	if first.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", first.Status, first.Body)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	_, restarted, _ := startProcess(t, dbPath)
+	apitest.WantReplay(t, first, restarted.do(t, apitest.HTTP1Client, create))
+	if n := apitest.UserCount(t, restarted.baseURL); n != "1" {
+		t.Fatalf("%s users after the crash and the repeat, want 1", n)
+	}
+}

@@ -153,13 +153,13 @@ func TestRapidResetsOnListsAreNotFaults(t *testing.T) {
 		t.Fatalf("after the resets: %d %s", resp.Status, resp.Body)
 	}
 	time.Sleep(500 * time.Millisecond) // let the last cancelled handlers log
-	if errs := s.logs.entries(map[string]any{"level": "ERROR"}); len(errs) > 0 {
+	if errs := s.logs.Entries(map[string]any{"level": "ERROR"}); len(errs) > 0 {
 		t.Fatalf("%d ERROR lines after %d resets, the first: %v", len(errs), resets, errs[0])
 	}
-	if faults := s.logs.entries(map[string]any{"status": float64(500)}); len(faults) > 0 {
+	if faults := s.logs.Entries(map[string]any{"status": float64(500)}); len(faults) > 0 {
 		t.Fatalf("%d requests answered 500 after %d resets, the first: %v", len(faults), resets, faults[0])
 	}
-	cancelled := len(s.logs.entries(map[string]any{"status": float64(499)}))
+	cancelled := len(s.logs.Entries(map[string]any{"status": float64(499)}))
 	t.Logf("%d of %d reset requests were cancelled in the handler (499); the rest finished or never started", cancelled, resets)
 }
 

@@ -107,8 +107,8 @@ func TestPostgresReplicasShareEverything(t *testing.T) {
 	if original.Status != http.StatusCreated {
 		t.Fatalf("keyed create: %d %s", original.Status, original.Body)
 	}
-	wantReplay(t, original, replicas[1].do(t, apitest.HTTP1Client, create))
-	wantReplay(t, original, replicas[2].do(t, apitest.H2CClient, create))
+	apitest.WantReplay(t, original, replicas[1].do(t, apitest.HTTP1Client, create))
+	apitest.WantReplay(t, original, replicas[2].do(t, apitest.H2CClient, create))
 }
 
 // postJSON creates through the REST API with the test key, without the testing.T helpers, so that it
@@ -203,7 +203,7 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 		t.Errorf("RPC read after the outage: %v", err)
 	}
 	s.createUser(t, "after the outage", "")
-	if n := userCount(t, s); n != "2" {
+	if n := apitest.UserCount(t, s.baseURL); n != "2" {
 		t.Errorf("%s users after the outage, want 2: a write made during it was kept, or one after it lost", n)
 	}
 }
@@ -304,7 +304,7 @@ func TestTheDatabasePasswordNeverReachesTheLog(t *testing.T) {
 		if strings.Contains(s.logs.String(), password) {
 			t.Fatalf("the log shows the database password:\n%s", s.logs)
 		}
-		if len(s.logs.entries(map[string]any{"msg": "listening"})) != 1 {
+		if len(s.logs.Entries(map[string]any{"msg": "listening"})) != 1 {
 			t.Fatalf("no listening line in the log:\n%s", s.logs)
 		}
 	}

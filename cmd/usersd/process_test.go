@@ -200,6 +200,39 @@ func TestASecondSignalStopsTheDrainAtOnce(t *testing.T) {
 	}
 }
 
+// TestDrainSaysNotServingBeforeStopping: on a stop signal, health checks say NOT_SERVING at once,
+// while requests are still served for the drain delay, so a load balancer can move traffic away.
+func TestDrainSaysNotServingBeforeStopping(t *testing.T) {
+	s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{"USERS_DRAIN_DELAY": "2s"})
+	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}); res.Status != http.StatusOK {
+		t.Fatalf("/health before the signal: %d", res.Status)
+	}
+	stopped := make(chan struct{})
+	go func() { s.stop(); close(stopped) }()
+	deadline := time.Now().Add(time.Second)
+	for s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}).Status != http.StatusServiceUnavailable {
+		if time.Now().After(deadline) {
+			t.Fatal("/health still 200 a second after the stop signal")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if status := grpcHealthStatus(t, s); status != 2 {
+		t.Errorf("gRPC health while draining: %d, want NOT_SERVING (2)", status)
+	}
+	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"}); res.Status != http.StatusOK {
+		t.Errorf("a request while draining: %d, want it still served", res.Status)
+	}
+	select {
+	case <-stopped:
+		t.Fatal("the server stopped before its drain delay ended")
+	default:
+	}
+	<-stopped
+	if len(s.logs.Entries(map[string]any{"msg": "draining"})) != 1 {
+		t.Errorf("no draining log line:\n%s", s.logs)
+	}
+}
+
 // TestMain removes the binary that the process tests built.
 func TestMain(m *testing.M) {
 	if os.Getenv(bareServerEnv) != "" {

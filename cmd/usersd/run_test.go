@@ -58,7 +58,7 @@ func TestAPIKeySources(t *testing.T) {
 			t.Errorf("key %q: %d, want %d", key, res.Status, want)
 		}
 	}
-	for _, line := range s.logs.lines {
+	for _, line := range s.logs.Entries(nil) {
 		for _, v := range line {
 			if s, ok := v.(string); ok && (s == "env-key-1" || s == "file-key-1") {
 				t.Fatalf("a configured key was logged: %v", line)
@@ -70,7 +70,7 @@ func TestAPIKeySources(t *testing.T) {
 func TestWithoutKeysTheServerMakesOneAndLogsItOnce(t *testing.T) {
 	s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{"USERS_API_KEYS": ""})
 	var generated []string
-	for _, line := range s.logs.lines {
+	for _, line := range s.logs.Entries(nil) {
 		if key, ok := line["api_key"].(string); ok {
 			generated = append(generated, key)
 		}
@@ -217,7 +217,7 @@ func TestTheRequestDeadlineReachesTheStore(t *testing.T) {
 			t.Fatalf("create %d after the lock: %d %s", attempt, res.Status, res.Body)
 		}
 	}
-	if n := userCount(t, s); n != "2" {
+	if n := apitest.UserCount(t, s.baseURL); n != "2" {
 		t.Fatalf("%s users, want 2: the timed-out create must leave nothing", n)
 	}
 }

@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +18,7 @@ import (
 type testServer struct {
 	baseURL string
 	dbPath  string
-	logs    *logWatcher
+	logs    *apitest.Logs
 	stop    func() // stops the server now instead of at the end of the test
 }
 
@@ -38,7 +33,7 @@ func startServer(t *testing.T) *testServer {
 func startServerOn(t *testing.T, dbPath string, env map[string]string) *testServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := newLogWatcher()
+	logs := apitest.NewLogs()
 	getenv := func(name string) string {
 		if v, ok := env[name]; ok {
 			return v
@@ -54,7 +49,7 @@ func startServerOn(t *testing.T, dbPath string, env map[string]string) *testServ
 	}()
 	var addr string
 	select {
-	case addr = <-logs.listening:
+	case addr = <-logs.Listening:
 	case err := <-done:
 		cancel()
 		t.Fatalf("run ended before listening: %v\nlogs:\n%s", err, logs)
@@ -69,7 +64,7 @@ func startServerOn(t *testing.T, dbPath string, env map[string]string) *testServ
 		}
 		stopped = true
 		// Close the clients' idle connections first: net/http's Shutdown waits up to 5s for a
-		// connection that was dialed but never used, and the apitest.Transports dial spares under load.
+		// connection that was dialed but never used, and the clients' transports dial spares under load.
 		apitest.CloseIdleConnections()
 		cancel()
 		if err := <-done; err != nil {
@@ -78,70 +73,6 @@ func startServerOn(t *testing.T, dbPath string, env map[string]string) *testServ
 	}
 	t.Cleanup(stop)
 	return &testServer{baseURL: "http://" + addr, dbPath: dbPath, logs: logs, stop: stop}
-}
-
-// logWatcher collects the program's JSON log lines and reports the address it listens on.
-type logWatcher struct {
-	mu        sync.Mutex
-	buf       bytes.Buffer
-	lines     []map[string]any
-	listening chan string
-}
-
-func newLogWatcher() *logWatcher { return &logWatcher{listening: make(chan string, 1)} }
-
-func (l *logWatcher) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf.Write(p)
-	for {
-		line, err := l.buf.ReadBytes('\n')
-		if err != nil { // an incomplete line: keep it for the next write
-			l.buf.Reset()
-			l.buf.Write(line)
-			break
-		}
-		var entry map[string]any
-		if json.Unmarshal(line, &entry) != nil {
-			continue
-		}
-		l.lines = append(l.lines, entry)
-		if entry["msg"] == "listening" {
-			l.listening <- fmt.Sprint(entry["addr"])
-		}
-	}
-	return len(p), nil
-}
-
-// entries returns the log lines whose fields include every key and value of match.
-func (l *logWatcher) entries(match map[string]any) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, e := range l.lines {
-		ok := true
-		for k, v := range match {
-			if e[k] != v {
-				ok = false
-			}
-		}
-		if ok {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func (l *logWatcher) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var b strings.Builder
-	for _, e := range l.lines {
-		line, _ := json.Marshal(e)
-		b.Write(line)
-		b.WriteByte('\n')
-	}
-	return b.String()
 }
 
 // The requests and answers of every test here, as apitest sends and reads them.

@@ -308,7 +308,7 @@ func TestWithoutAnExporterNothingIsTraced(t *testing.T) {
 	s := startServer(t)
 	caller := newCallerSpan(t)
 	s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users", Header: map[string]string{"traceparent": caller.traceparent}})
-	for _, line := range s.logs.entries(map[string]any{"msg": "request"}) {
+	for _, line := range s.logs.Entries(map[string]any{"msg": "request"}) {
 		if _, ok := line["trace_id"]; ok {
 			t.Errorf("a request was traced without an exporter: %v", line)
 		}

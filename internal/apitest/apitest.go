@@ -137,3 +137,34 @@ func DecodeArray(t *testing.T, b []byte) []map[string]any {
 	}
 	return v
 }
+
+// Keyed returns the headers of a JSON create with an Idempotency-Key.
+func Keyed(key string) map[string]string {
+	return map[string]string{"Content-Type": "application/json", "Idempotency-Key": key}
+}
+
+// UserCount returns how many users the server at baseURL lists.
+func UserCount(t *testing.T, baseURL string) string {
+	t.Helper()
+	res := Do(t, HTTP1Client, baseURL, Request{Method: "GET", Path: "/users?limit=1"})
+	if res.Status != http.StatusOK {
+		t.Fatalf("list users: %d %s", res.Status, res.Body)
+	}
+	return res.Header.Get("X-Total-Count")
+}
+
+// WantReplay fails the test unless repeat is first again, marked as replayed.
+func WantReplay(t *testing.T, first, repeat Response) {
+	t.Helper()
+	if repeat.Status != first.Status || string(repeat.Body) != string(first.Body) {
+		t.Fatalf("repeat answered %d %s, want the first answer %d %s", repeat.Status, repeat.Body, first.Status, first.Body)
+	}
+	if repeat.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("repeat has Idempotent-Replayed %q, want true", repeat.Header.Get("Idempotent-Replayed"))
+	}
+	for _, h := range []string{"Location", "ETag", "Content-Type"} {
+		if repeat.Header.Get(h) != first.Header.Get(h) {
+			t.Errorf("repeat has %s %q, first had %q", h, repeat.Header.Get(h), first.Header.Get(h))
+		}
+	}
+}

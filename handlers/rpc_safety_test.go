@@ -1,4 +1,4 @@
-package main
+package handlers
 
 // SPEC section 7 over RPC: an etag makes ReplaceUser, UpdateUser and DeleteUser conditional, and a
 // request_id makes CreateUser and CreateUserPost run at most once per caller and key.
@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -454,7 +453,7 @@ func TestRPCRequestIDBelongsToTheAPIKey(t *testing.T) {
 	// config.go: USERS_API_KEYS is comma-separated.
 	for _, p := range apitest.RPCProtocols {
 		t.Run(p.Name, func(t *testing.T) {
-			s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{"USERS_API_KEYS": "key-one,key-two"})
+			s := startServerWith(t, Config{Keys: NewAPIKeys("key-one", "key-two")})
 			one, two := s.rpcClient(p, "key-one"), s.rpcClient(p, "key-two")
 			for _, k := range rpcKeyedCreates {
 				t.Run(k.name, func(t *testing.T) {

@@ -1,14 +1,12 @@
-package main
+package handlers
 
 import (
 	"context"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -79,7 +77,7 @@ func TestCORS(t *testing.T) {
 		}
 	})
 	t.Run("configured origins", func(t *testing.T) {
-		s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{"USERS_CORS_ORIGINS": "https://app.example, https://admin.example"})
+		s := startServerWith(t, Config{CORSOrigins: []string{"https://app.example", "https://admin.example"}})
 		for _, c := range []struct{ method, path, headers string }{
 			{"POST", "/users", "content-type,x-api-key,idempotency-key"},
 			{"PATCH", "/users/1", "content-type,x-api-key,if-match"},
@@ -113,39 +111,6 @@ func TestCORS(t *testing.T) {
 			}
 		}
 	})
-}
-
-// TestDrainSaysNotServingBeforeStopping: on a stop signal, health checks say NOT_SERVING at once,
-// while requests are still served for the drain delay, so a load balancer can move traffic away.
-func TestDrainSaysNotServingBeforeStopping(t *testing.T) {
-	s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{"USERS_DRAIN_DELAY": "2s"})
-	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}); res.Status != http.StatusOK {
-		t.Fatalf("/health before the signal: %d", res.Status)
-	}
-	stopped := make(chan struct{})
-	go func() { s.stop(); close(stopped) }()
-	deadline := time.Now().Add(time.Second)
-	for s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}).Status != http.StatusServiceUnavailable {
-		if time.Now().After(deadline) {
-			t.Fatal("/health still 200 a second after the stop signal")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if status := grpcHealthStatus(t, s); status != 2 {
-		t.Errorf("gRPC health while draining: %d, want NOT_SERVING (2)", status)
-	}
-	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"}); res.Status != http.StatusOK {
-		t.Errorf("a request while draining: %d, want it still served", res.Status)
-	}
-	select {
-	case <-stopped:
-		t.Fatal("the server stopped before its drain delay ended")
-	default:
-	}
-	<-stopped
-	if len(s.logs.entries(map[string]any{"msg": "draining"})) != 1 {
-		t.Errorf("no draining log line:\n%s", s.logs)
-	}
 }
 
 // TestThePageIsCachedAndNeedsNoInlineScript: the page's files revalidate with their content's tag,

@@ -1,15 +1,10 @@
-package main
+package handlers
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
 	"path/filepath"
 	"testing"
 
-	"usersd/handlers"
-	"usersd/internal/apitest"
 	"usersd/store"
 	"usersd/store/sqlstore"
 )
@@ -47,35 +42,15 @@ func (h *heldStore) CreatePost(ctx context.Context, userID int32, p store.NewPos
 	return h.Store.CreatePost(ctx, userID, p, done)
 }
 
-// startHeldServer serves the service's real handler and server settings on a loopback port, on a
-// fresh SQLite file whose creates wait at the returned store's gate.
+// startHeldServer serves the service's handler on a fresh SQLite file whose creates wait at the
+// returned store's gate.
 func startHeldServer(t *testing.T) (*testServer, *heldStore) {
 	t.Helper()
 	st, err := sqlstore.Open(t.Context(), filepath.Join(t.TempDir(), "users.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { st.Close() }) // after the server's stop, which startServerWith's cleanup makes
 	held := &heldStore{Store: st, arrived: make(chan struct{}, 16), release: make(chan struct{}, 16)}
-	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	handler, err := handlers.New(handlers.Config{Store: held, Keys: handlers.NewAPIKeys(apitest.Key), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defaults, err := parseConfig(nil, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := newServer(handler, defaults.limits, logger)
-	go srv.Serve(listener)
-	t.Cleanup(func() {
-		apitest.HTTP1Client.CloseIdleConnections()
-		apitest.H2CClient.CloseIdleConnections()
-		srv.Close()
-		st.Close()
-	})
-	return &testServer{baseURL: "http://" + listener.Addr().String(), logs: newLogWatcher(), stop: func() {}}, held
+	return startServerWith(t, Config{Store: held}), held
 }

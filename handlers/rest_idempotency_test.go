@@ -1,56 +1,23 @@
-package main
+package handlers
 
 import (
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"usersd/internal/apitest"
 )
-
-// keyed returns the headers of a JSON create with an Idempotency-Key.
-func keyed(key string) map[string]string {
-	return map[string]string{"Content-Type": "application/json", "Idempotency-Key": key}
-}
-
-// userCount returns how many users the service lists.
-func userCount(t *testing.T, s *testServer) string {
-	t.Helper()
-	res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users?limit=1"})
-	if res.Status != http.StatusOK {
-		t.Fatalf("list users: %d %s", res.Status, res.Body)
-	}
-	return res.Header.Get("X-Total-Count")
-}
-
-// wantReplay fails the test unless repeat is first again, marked as replayed.
-func wantReplay(t *testing.T, first, repeat response) {
-	t.Helper()
-	if repeat.Status != first.Status || string(repeat.Body) != string(first.Body) {
-		t.Fatalf("repeat answered %d %s, want the first answer %d %s", repeat.Status, repeat.Body, first.Status, first.Body)
-	}
-	if repeat.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("repeat has Idempotent-Replayed %q, want true", repeat.Header.Get("Idempotent-Replayed"))
-	}
-	for _, h := range []string{"Location", "ETag", "Content-Type"} {
-		if repeat.Header.Get(h) != first.Header.Get(h) {
-			t.Errorf("repeat has %s %q, first had %q", h, repeat.Header.Get(h), first.Header.Get(h))
-		}
-	}
-}
 
 // TestRESTIdempotencyKeys checks every rule of an Idempotency-Key on POST /users and on
 // POST /users/:id/posts: replay, mismatch, bad keys, per-caller keys, and a retry after a failure.
 func TestRESTIdempotencyKeys(t *testing.T) {
 	for _, tr := range apitest.Transports {
 		t.Run(tr.Name, func(t *testing.T) {
-			s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{"USERS_API_KEYS": apitest.Key + ",second-key-0123456789"})
+			s := startServerWith(t, Config{Keys: NewAPIKeys(apitest.Key, "second-key-0123456789")})
 			post := func(path, key, body string) response {
-				return s.do(t, tr.Client, request{Method: "POST", Path: path, Header: keyed(key), Body: body, Key: true})
+				return s.do(t, tr.Client, request{Method: "POST", Path: path, Header: apitest.Keyed(key), Body: body, Key: true})
 			}
 
 			first := post("/users", "create-ada", `{"name":"Ada","role":"admin"}`)
@@ -59,10 +26,10 @@ func TestRESTIdempotencyKeys(t *testing.T) {
 			}
 			// The same JSON value spelled otherwise, and the key in its structured-field form, are
 			// the same request.
-			wantReplay(t, first, post("/users", "create-ada", `{"name":"Ada","role":"admin"}`))
-			wantReplay(t, first, post("/users", "create-ada", " {\n\"role\" : \"admin\", \"name\":\"Ada\"}"))
-			wantReplay(t, first, post("/users", `"create-ada"`, `{"name":"Ada","role":"admin"}`))
-			if n := userCount(t, s); n != "1" {
+			apitest.WantReplay(t, first, post("/users", "create-ada", `{"name":"Ada","role":"admin"}`))
+			apitest.WantReplay(t, first, post("/users", "create-ada", " {\n\"role\" : \"admin\", \"name\":\"Ada\"}"))
+			apitest.WantReplay(t, first, post("/users", `"create-ada"`, `{"name":"Ada","role":"admin"}`))
+			if n := apitest.UserCount(t, s.baseURL); n != "1" {
 				t.Fatalf("%s users after a create and its repeats, want 1", n)
 			}
 
@@ -79,7 +46,7 @@ func TestRESTIdempotencyKeys(t *testing.T) {
 				t.Fatalf("another caller's same key: %d %s, want a new user", other.Status, other.Body)
 			}
 
-			before := userCount(t, s)
+			before := apitest.UserCount(t, s.baseURL)
 			for _, bad := range []string{strings.Repeat("k", 256), "", `""`, "tab\there", "é", `"unterminated`, `"a"b"`, `"a\nb"`} {
 				res := post("/users", bad, `{"name":"never"}`)
 				if res.Status != http.StatusBadRequest {
@@ -88,14 +55,14 @@ func TestRESTIdempotencyKeys(t *testing.T) {
 				}
 				res.ErrorMessage(t)
 			}
-			if after := userCount(t, s); after != before {
+			if after := apitest.UserCount(t, s.baseURL); after != before {
 				t.Fatalf("bad keys changed the user count from %s to %s", before, after)
 			}
 			escaped := post("/users", `"say \"hi\" \\o/"`, `{"name":"escaped"}`)
 			if escaped.Status != http.StatusCreated {
 				t.Fatalf("a structured-field key with escapes: %d %s", escaped.Status, escaped.Body)
 			}
-			wantReplay(t, escaped, post("/users", `say "hi" \o/`, `{"name":"escaped"}`))
+			apitest.WantReplay(t, escaped, post("/users", `say "hi" \o/`, `{"name":"escaped"}`))
 			long := strings.Repeat("k", 255)
 			if res := post("/users", long, `{"name":"long key"}`); res.Status != http.StatusCreated {
 				t.Fatalf("a 255-character key: %d %s, want 201", res.Status, res.Body)
@@ -110,7 +77,7 @@ func TestRESTIdempotencyKeys(t *testing.T) {
 			if firstPost.Status != http.StatusCreated || firstPost.Header.Get("Idempotent-Replayed") != "" {
 				t.Fatalf("the key of a failed attempt, used again: %d %s", firstPost.Status, firstPost.Body)
 			}
-			wantReplay(t, firstPost, post(adaPosts, "post-1", `{"title":"hello"}`))
+			apitest.WantReplay(t, firstPost, post(adaPosts, "post-1", `{"title":"hello"}`))
 			if res := post(adaPosts, "post-1", `{"title":"hello","body":"more"}`); res.Status != 422 {
 				t.Fatalf("same post key, other body: %d %s, want 422", res.Status, res.Body)
 			}
@@ -132,7 +99,7 @@ func TestRESTRepeatWhileTheFirstRunsIsAConflict(t *testing.T) {
 	for _, tr := range apitest.Transports {
 		t.Run(tr.Name, func(t *testing.T) {
 			s, held := startHeldServer(t)
-			create := request{Method: "POST", Path: "/users", Header: keyed("slow"), Body: `{"name":"slow"}`, Key: true}
+			create := request{Method: "POST", Path: "/users", Header: apitest.Keyed("slow"), Body: `{"name":"slow"}`, Key: true}
 			firstDone := make(chan response, 1)
 			go func() { firstDone <- s.do(t, tr.Client, create) }()
 			<-held.arrived // the first request holds the key and waits inside its create
@@ -142,7 +109,7 @@ func TestRESTRepeatWhileTheFirstRunsIsAConflict(t *testing.T) {
 				t.Fatalf("repeat while the first runs: %d %s, want 409", repeat.Status, repeat.Body)
 			}
 			repeat.ErrorMessage(t)
-			other := s.do(t, tr.Client, request{Method: "POST", Path: "/users", Header: keyed("slow"), Body: `{"name":"other"}`, Key: true})
+			other := s.do(t, tr.Client, request{Method: "POST", Path: "/users", Header: apitest.Keyed("slow"), Body: `{"name":"other"}`, Key: true})
 			if other.Status != 422 {
 				t.Fatalf("other body while the first runs: %d %s, want 422", other.Status, other.Body)
 			}
@@ -152,8 +119,8 @@ func TestRESTRepeatWhileTheFirstRunsIsAConflict(t *testing.T) {
 			if first.Status != http.StatusCreated {
 				t.Fatalf("the held create: %d %s", first.Status, first.Body)
 			}
-			wantReplay(t, first, s.do(t, tr.Client, create))
-			if n := userCount(t, s); n != "1" {
+			apitest.WantReplay(t, first, s.do(t, tr.Client, create))
+			if n := apitest.UserCount(t, s.baseURL); n != "1" {
 				t.Fatalf("%s users, want 1", n)
 			}
 		})
@@ -171,7 +138,7 @@ func TestRESTConcurrentRetriesCreateOneUser(t *testing.T) {
 	for i := range retries {
 		wg.Go(func() {
 			answers[i] = s.do(t, apitest.Transports[i%len(apitest.Transports)].Client,
-				request{Method: "POST", Path: "/users", Header: keyed("one-user"), Body: `{"name":"once"}`, Key: true})
+				request{Method: "POST", Path: "/users", Header: apitest.Keyed("one-user"), Body: `{"name":"once"}`, Key: true})
 		})
 	}
 	wg.Wait()
@@ -199,30 +166,8 @@ func TestRESTConcurrentRetriesCreateOneUser(t *testing.T) {
 	if originals != 1 {
 		t.Fatalf("%d answers were an original create, want exactly 1", originals)
 	}
-	if n := userCount(t, s); n != "1" {
+	if n := apitest.UserCount(t, s.baseURL); n != "1" {
 		t.Fatalf("%s users after %d retries of one create, want 1", n, retries)
 	}
 	t.Logf("%d retries: 1 original, %d replays, %d conflicts", retries, replays, conflicts)
-}
-
-// TestAnAcknowledgedKeyedCreateSurvivesSIGKILL: once a keyed create is answered, its answer is on
-// disk with the user, so a process killed without warning replays it after a restart.
-func TestAnAcknowledgedKeyedCreateSurvivesSIGKILL(t *testing.T) {
-	dbPath := filepath.Join(t.TempDir(), "users.db")
-	cmd, s, _ := startProcess(t, dbPath)
-	create := request{Method: "POST", Path: "/users", Header: keyed("before-the-crash"), Body: `{"name":"durable"}`, Key: true}
-	first := s.do(t, apitest.HTTP1Client, create)
-	if first.Status != http.StatusCreated {
-		t.Fatalf("create: %d %s", first.Status, first.Body)
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
-
-	_, restarted, _ := startProcess(t, dbPath)
-	wantReplay(t, first, restarted.do(t, apitest.HTTP1Client, create))
-	if n := userCount(t, restarted); n != "1" {
-		t.Fatalf("%s users after the crash and the repeat, want 1", n)
-	}
 }

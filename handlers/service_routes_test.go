@@ -1,9 +1,8 @@
-package main
+package handlers
 
 import (
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -92,7 +91,7 @@ func TestServiceRoutes(t *testing.T) {
 					t.Fatalf("%d %s", res.Status, res.Body)
 				}
 				id := res.Header.Get("X-Request-Id")
-				faults := s.logs.entries(map[string]any{"request_id": id, "level": "ERROR"})
+				faults := s.logs.Entries(map[string]any{"request_id": id, "level": "ERROR"})
 				if id == "" || len(faults) != 1 || !strings.Contains(faults[0]["error"].(string), "boom: this route fails on purpose") {
 					t.Fatalf("request %q: error log lines %v", id, faults)
 				}
@@ -130,7 +129,7 @@ func TestRequestIDs(t *testing.T) {
 		}
 	})
 	t.Run("trusted from a proxy", func(t *testing.T) {
-		s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{"USERS_TRUST_REQUEST_ID": "true"})
+		s := startServerWith(t, Config{TrustRequestID: true})
 		if got := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health", Header: sent}).Header.Get("X-Request-Id"); got != "lb-1234.abc" {
 			t.Fatalf("a sane id from a trusted proxy is kept: got %q", got)
 		}
@@ -148,13 +147,14 @@ func TestRequestIDs(t *testing.T) {
 	})
 }
 
-// waitForAccessLine returns the access log line of the request with id. The access log is written
-// in batches, at most accessLogDelay after the request.
+// waitForAccessLine returns the access log line of the request with id, which the observer writes
+// once the answer is done: the client may read the answer a moment before.
 func waitForAccessLine(t *testing.T, s *testServer, id string) map[string]any {
 	t.Helper()
+	const accessLogDelay = 100 * time.Millisecond
 	deadline := time.Now().Add(10 * accessLogDelay)
 	for {
-		lines := s.logs.entries(map[string]any{"msg": "request", "request_id": id})
+		lines := s.logs.Entries(map[string]any{"msg": "request", "request_id": id})
 		if len(lines) == 1 {
 			return lines[0]
 		}

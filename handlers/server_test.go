@@ -1,0 +1,103 @@
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	"usersd/gen/users/v1/usersv1connect"
+	"usersd/internal/apitest"
+	"usersd/store/sqlstore"
+)
+
+// testServer is the service's handler, as New builds it, on a real listener on loopback that
+// speaks HTTP/1.1 and h2c, over a SQLite file of its own: what the tests of the HTTP face's rules
+// talk to, over every protocol. The real program (settings, the server's limits, signals, crashes)
+// is cmd/usersd's to test.
+type testServer struct {
+	baseURL string
+	service *Service
+	logs    *apitest.Logs // the service's log and access log, unless the test gave a logger
+}
+
+// startServer serves New's handler with the test key and a fresh database; it stops when the test
+// ends.
+func startServer(t *testing.T) *testServer {
+	t.Helper()
+	return startServerWith(t, Config{})
+}
+
+// startServerWith is startServer with cfg's settings. Its store, keys and logger are the test's
+// unless cfg has them.
+func startServerWith(t *testing.T, cfg Config) *testServer {
+	t.Helper()
+	if cfg.Store == nil {
+		st, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "users.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() }) // runs after the server's stop, registered below
+		cfg.Store = st
+	}
+	if cfg.Keys == nil {
+		cfg.Keys = NewAPIKeys(apitest.Key)
+	}
+	logs := apitest.NewLogs()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+		cfg.AccessLog = logs
+	}
+	svc, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(svc)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(func() {
+		apitest.CloseIdleConnections()
+		svc.EndWatches()
+		srv.Close()
+	})
+	return &testServer{baseURL: srv.URL, service: svc, logs: logs}
+}
+
+// The requests and answers of every test here, as apitest sends and reads them.
+type (
+	request  = apitest.Request
+	response = apitest.Response
+)
+
+// do sends req to the server with client and reads the whole answer.
+func (s *testServer) do(t *testing.T, client *http.Client, req request) response {
+	t.Helper()
+	return apitest.Do(t, client, s.baseURL, req)
+}
+
+// rpcClient returns a generated Users client of the server that speaks p; key "" sends no key.
+func (s *testServer) rpcClient(p apitest.RPCProtocol, key string, extra ...connect.ClientOption) usersv1connect.UsersClient {
+	return apitest.RPCClient(s.baseURL, p, key, extra...)
+}
+
+// createUser creates a user over REST and returns its JSON body decoded.
+func (s *testServer) createUser(t *testing.T, name, role string) map[string]any {
+	t.Helper()
+	return apitest.CreateUser(t, s.baseURL, name, role)
+}
+
+// TestMain fails the package if any answer that a test read did not keep the REST contract.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if !apitest.Report(os.Stdout, testing.Verbose()) && code == 0 {
+		code = 1
+	}
+	os.Exit(code)
+}
