@@ -1,6 +1,6 @@
-// Package store defines the storage that the service's handlers need: users, their posts, and the
-// errors a backend reports. Implementations live in subpackages (sqlstore); the conformance suite in
-// storetest holds every implementation to the same behaviour.
+// Package store defines the storage that the service's rules (package users) need: users, their
+// posts, and the errors a backend reports. Implementations live in subpackages (sqlstore); the
+// conformance suite in storetest holds every implementation to the same behaviour.
 package store
 
 import (
@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Errors that every Store reports in the same way, so that the handlers can map them to one client
+// Errors that every Store reports in the same way, so that the service can map them to one client
 // error each. Implementations wrap them with context; test with errors.Is.
 var (
 	// ErrNotFound means the user (or the user that owns a post) does not exist.

@@ -97,12 +97,24 @@ type watcher struct {
 	// in it and in the batches the watch has taken and not yet sent, never more than watcherBacklog.
 	queue  [][]change
 	queued int
-	// ready has a value when the queue may hold something.
-	ready chan struct{}
-	// ended is closed when the feed ends the watch; err says why.
-	ended chan struct{}
-	err   error
+	// queuedSignal has a value when the queue may hold something.
+	queuedSignal chan struct{}
+	// endedSignal is closed when the feed ends the watch; why says why.
+	endedSignal chan struct{}
+	why         error
 }
+
+// The watch's side of a watcher: ready, ended and err to wait on it; take and release to empty its
+// queue. The feed's side is hand and end.
+
+// ready receives when the queue may hold something.
+func (w *watcher) ready() <-chan struct{} { return w.queuedSignal }
+
+// ended is closed when the feed has ended the watch; err then says why.
+func (w *watcher) ended() <-chan struct{} { return w.endedSignal }
+
+// err says why the feed ended the watch, once ended is closed.
+func (w *watcher) err() error { return w.why }
 
 // take returns what the queue holds and empties it; release says the watch is done with n changes.
 func (w *watcher) take() [][]change {
@@ -143,7 +155,7 @@ func (f *feed) join() (*watcher, error) {
 	}
 	f.joined++
 	f.metrics.WatchStarted()
-	return &watcher{ready: make(chan struct{}, 1), ended: make(chan struct{})}, nil
+	return &watcher{queuedSignal: make(chan struct{}, 1), endedSignal: make(chan struct{})}, nil
 }
 
 // listen makes w receive every change that the feed reads from now on. When nobody listened, the
@@ -188,8 +200,8 @@ func (f *feed) leave(w *watcher) {
 // end stops handing changes to w and tells it why; the caller holds mu.
 func (f *feed) end(w *watcher, err error) {
 	f.unlisten(w)
-	w.err = err
-	close(w.ended)
+	w.why = err
+	close(w.endedSignal)
 }
 
 // unlisten stops handing changes to w; with nobody left, the feed stops following the log's
@@ -217,7 +229,7 @@ func (f *feed) hand(w *watcher, batch []change) {
 		return
 	}
 	select {
-	case w.ready <- struct{}{}:
+	case w.queuedSignal <- struct{}{}:
 	default: // it has a value already
 	}
 }

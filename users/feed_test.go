@@ -37,12 +37,12 @@ func listening(t *testing.T, f *feed) *watcher {
 func endedWith(t *testing.T, w *watcher, want error) {
 	t.Helper()
 	select {
-	case <-w.ended:
+	case <-w.ended():
 	case <-time.After(5 * time.Second):
 		t.Fatalf("the watcher was not ended within 5 s; want it ended with %v", want)
 	}
-	if w.err != want {
-		t.Fatalf("the watcher was ended with %v, want %v", w.err, want)
+	if w.err() != want {
+		t.Fatalf("the watcher was ended with %v, want %v", w.err(), want)
 	}
 }
 
@@ -53,9 +53,9 @@ func drain(t *testing.T, w *watcher, through int64) []int64 {
 	deadline := time.After(5 * time.Second)
 	for len(got) == 0 || got[len(got)-1] < through {
 		select {
-		case <-w.ready:
-		case <-w.ended:
-			t.Fatalf("the watcher was ended with %v after %d changes", w.err, len(got))
+		case <-w.ready():
+		case <-w.ended():
+			t.Fatalf("the watcher was ended with %v after %d changes", w.err(), len(got))
 		case <-deadline:
 			t.Fatalf("got %d changes within 5 s, want them through %d", len(got), through)
 		}
@@ -125,8 +125,8 @@ func TestTheFeedEndsAWatcherTooSlowInsteadOfBufferingForIt(t *testing.T) {
 		t.Fatalf("the reading watcher got %d changes, want %d", len(got), watcherBacklog)
 	}
 	select {
-	case <-slow.ended:
-		t.Fatalf("a watcher with a backlog of exactly %d was ended: %v", watcherBacklog, slow.err)
+	case <-slow.ended():
+		t.Fatalf("a watcher with a backlog of exactly %d was ended: %v", watcherBacklog, slow.err())
 	default:
 	}
 	// One batch more ends the one that did not read, and only that one.

@@ -104,16 +104,16 @@ func (s *Service) Watch(ctx context.Context, req *usersv1.WatchUsersRequest, str
 	}
 	for {
 		select {
-		case <-w.ended: // before anything else waiting: a watch too slow must not go on
-			return w.err
+		case <-w.ended(): // before anything else waiting: a watch too slow must not go on
+			return w.err()
 		default:
 		}
 		select {
-		case <-w.ended:
-			return w.err
+		case <-w.ended():
+			return w.err()
 		case <-ctx.Done():
 			return fromStore(ctx.Err())
-		case <-w.ready:
+		case <-w.ready():
 			if err := ws.handleQueued(w); err != nil {
 				return err
 			}
