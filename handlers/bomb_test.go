@@ -32,14 +32,14 @@ func TestDecompressionBombsAreRefusedAtTheLimit(t *testing.T) {
 	}
 	for _, p := range apitest.RPCProtocols {
 		t.Run(p.Name, func(t *testing.T) {
-			c := s.rpcClient(p, apitest.Key, connect.WithSendGzip())
+			c := s.RPCClient(p, apitest.Key, connect.WithSendGzip())
 			req := &usersv1.CreateUserRequest{User: &usersv1.User{Name: strings.Repeat("a", bombBytes)}}
 			_, err := c.CreateUser(ctx, req)
 			check(t, err)
 		})
 	}
 	t.Run("Connect GET", func(t *testing.T) {
-		c := s.rpcClient(apitest.RPCProtocolNamed(t, "Connect binary"), "", connect.WithHTTPGet(), connect.WithSendGzip(), connect.WithHTTPGetMaxURLSize(32<<10, false)) // compressed only to fit the URL
+		c := s.RPCClient(apitest.RPCProtocolNamed(t, "Connect binary"), "", connect.WithHTTPGet(), connect.WithSendGzip(), connect.WithHTTPGetMaxURLSize(32<<10, false)) // compressed only to fit the URL
 		// The request's one field is tiny; an extra field, unknown to the server, is all zeros.
 		req := &usersv1.GetUserRequest{Id: 1}
 		req.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, 1000, protowire.BytesType), make([]byte, getBombBytes)))
@@ -47,7 +47,7 @@ func TestDecompressionBombsAreRefusedAtTheLimit(t *testing.T) {
 		check(t, err)
 	})
 	// The refusals left nothing behind.
-	if _, err := s.rpcClient(apitest.RPCProtocols[0], "").GetUser(ctx, &usersv1.GetUserRequest{Id: 1}); connect.CodeOf(err) != connect.CodeNotFound {
+	if _, err := s.RPCClient(apitest.RPCProtocols[0], "").GetUser(ctx, &usersv1.GetUserRequest{Id: 1}); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("after the bombs, user 1: %v; want not_found", err)
 	}
 }

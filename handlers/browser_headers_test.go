@@ -18,7 +18,7 @@ import (
 // stop a browser from sniffing, framing or leaking the page's address.
 func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
 	s := startServer(t)
-	id := apitest.IDOf(t, s.createUser(t, "headers", ""))
+	id := apitest.IDOf(t, s.CreateUser(t, "headers", ""))
 	for _, req := range []request{
 		{Method: "GET", Path: "/"},
 		{Method: "GET", Path: "/users"},
@@ -32,7 +32,7 @@ func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
 		{Method: "GET", Path: fmt.Sprintf("/users/%d", id), Header: map[string]string{"Content-Type": "application/grpc+proto"}},
 		{Method: "POST", Path: "/users", Header: map[string]string{"Content-Type": "application/grpc"}, Body: `{"name":"x"}`},
 	} {
-		res := s.do(t, apitest.HTTP1Client, req)
+		res := s.Do(t, apitest.HTTP1Client, req)
 		for name, want := range map[string]string{
 			"X-Content-Type-Options": "nosniff",
 			"Referrer-Policy":        "no-referrer",
@@ -61,7 +61,7 @@ func TestCORS(t *testing.T) {
 	preflight := func(s *testServer, origin, method, path, headers string) response {
 		names := strings.Split(headers, ",")
 		slices.Sort(names)
-		return s.do(t, apitest.HTTP1Client, request{Method: "OPTIONS", Path: path, Header: map[string]string{
+		return s.Do(t, apitest.HTTP1Client, request{Method: "OPTIONS", Path: path, Header: map[string]string{
 			"Origin": origin, "Access-Control-Request-Method": method, "Access-Control-Request-Headers": strings.Join(names, ","),
 		}})
 	}
@@ -71,7 +71,7 @@ func TestCORS(t *testing.T) {
 		if got := res.Header.Get("Access-Control-Allow-Origin"); got != "" {
 			t.Fatalf("a preflight from another origin was allowed (%q) with no origins configured", got)
 		}
-		get := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users", Header: map[string]string{"Origin": "https://app.example"}})
+		get := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users", Header: map[string]string{"Origin": "https://app.example"}})
 		if get.Header.Get("Access-Control-Allow-Origin") != "" {
 			t.Fatal("a cross-origin read was allowed with no origins configured")
 		}
@@ -99,7 +99,7 @@ func TestCORS(t *testing.T) {
 		if res := preflight(s, "https://evil.example", "POST", "/users", "content-type,x-api-key"); res.Header.Get("Access-Control-Allow-Origin") != "" {
 			t.Errorf("an origin that is not configured was allowed: %q", res.Header.Get("Access-Control-Allow-Origin"))
 		}
-		created := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Header: map[string]string{
+		created := s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Header: map[string]string{
 			"Origin": "https://admin.example", "Content-Type": "application/json"}, Body: `{"name":"cors"}`, Key: true})
 		if created.Status != http.StatusCreated || created.Header.Get("Access-Control-Allow-Origin") != "https://admin.example" {
 			t.Fatalf("cross-origin create: %d, allow-origin %q", created.Status, created.Header.Get("Access-Control-Allow-Origin"))
@@ -118,17 +118,17 @@ func TestCORS(t *testing.T) {
 func TestThePageIsCachedAndNeedsNoInlineScript(t *testing.T) {
 	s := startServer(t)
 	for _, path := range []string{"/", "/app.js", "/app.css"} {
-		res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: path})
+		res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: path})
 		tag := res.Header.Get("ETag")
 		if res.Status != http.StatusOK || len(tag) < 10 || res.Header.Get("Cache-Control") != "no-cache" {
 			t.Fatalf("GET %s: %d, ETag %q, Cache-Control %q", path, res.Status, tag, res.Header.Get("Cache-Control"))
 		}
-		again := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: path, Header: map[string]string{"If-None-Match": tag}})
+		again := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: path, Header: map[string]string{"If-None-Match": tag}})
 		if again.Status != http.StatusNotModified || len(again.Body) != 0 {
 			t.Fatalf("GET %s with its tag: %d, %d bytes; want 304 and no body", path, again.Status, len(again.Body))
 		}
 	}
-	page := string(s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/"}).Body)
+	page := string(s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/"}).Body)
 	for _, inline := range []string{"<script>", "<script type=\"module\">", " style=", "<style", "javascript:", " onclick=", " onload="} {
 		if strings.Contains(page, inline) {
 			t.Errorf("index.html holds %q, which the Content-Security-Policy blocks", inline)
@@ -143,11 +143,11 @@ func TestThePageIsCachedAndNeedsNoInlineScript(t *testing.T) {
 // would make a multipart answer many times the file's size, get the file itself.
 func TestStaticFilesAnswerOneRangeNotMany(t *testing.T) {
 	s := startServer(t)
-	whole := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/app.js"})
+	whole := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/app.js"})
 	if whole.Status != http.StatusOK || len(whole.Body) < 1000 {
 		t.Fatalf("GET /app.js: %d, %d bytes", whole.Status, len(whole.Body))
 	}
-	one := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/app.js", Header: map[string]string{"Range": "bytes=10-19"}})
+	one := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/app.js", Header: map[string]string{"Range": "bytes=10-19"}})
 	if one.Status != http.StatusPartialContent || string(one.Body) != string(whole.Body[10:20]) {
 		t.Fatalf("one range: %d %q, want 206 %q", one.Status, one.Body, whole.Body[10:20])
 	}
@@ -155,7 +155,7 @@ func TestStaticFilesAnswerOneRangeNotMany(t *testing.T) {
 	for i := range ranges {
 		ranges[i] = fmt.Sprintf("%d-%d", 2*i, 2*i)
 	}
-	many := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/app.js", Header: map[string]string{"Range": "bytes=" + strings.Join(ranges, ",")}})
+	many := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/app.js", Header: map[string]string{"Range": "bytes=" + strings.Join(ranges, ",")}})
 	if many.Status != http.StatusOK || len(many.Body) != len(whole.Body) {
 		t.Fatalf("500 one-byte ranges: %d, %d bytes (%s); want the file itself, 200 and %d bytes",
 			many.Status, len(many.Body), many.Header.Get("Content-Type"), len(whole.Body))
@@ -166,7 +166,7 @@ func TestStaticFilesAnswerOneRangeNotMany(t *testing.T) {
 // carry the browser headers; gRPC answers, which no browser can read, go without them.
 func TestSecurityHeadersOnRPCAnswersBrowsersRead(t *testing.T) {
 	s := startServer(t)
-	id := apitest.IDOf(t, s.createUser(t, "rpc headers", ""))
+	id := apitest.IDOf(t, s.CreateUser(t, "rpc headers", ""))
 	for _, p := range apitest.RPCProtocols {
 		var header http.Header
 		capture := connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
@@ -178,7 +178,7 @@ func TestSecurityHeadersOnRPCAnswersBrowsersRead(t *testing.T) {
 				return res, err
 			}
 		}))
-		if _, err := s.rpcClient(p, "", capture).GetUser(t.Context(), &usersv1.GetUserRequest{Id: int32(id)}); err != nil {
+		if _, err := s.RPCClient(p, "", capture).GetUser(t.Context(), &usersv1.GetUserRequest{Id: int32(id)}); err != nil {
 			t.Fatalf("%s: %v", p.Name, err)
 		}
 		got, want := header.Get("X-Content-Type-Options"), "nosniff"

@@ -20,12 +20,12 @@ import (
 func TestSmallRPCAnswersAreNotCompressed(t *testing.T) {
 	s := startServer(t)
 	for i := range 100 {
-		s.createUser(t, fmt.Sprintf("user number %03d with a longish name", i), "a role that takes some room")
+		s.CreateUser(t, fmt.Sprintf("user number %03d with a longish name", i), "a role that takes some room")
 	}
 	call := func(procedure string, msg proto.Message) (encoding string, compressedFlag byte) {
 		body, _ := proto.Marshal(msg)
 		frame := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(body)))
-		req, _ := http.NewRequest("POST", s.baseURL+"/users.v1.Users/"+procedure, bytes.NewReader(append(frame, body...)))
+		req, _ := http.NewRequest("POST", s.BaseURL+"/users.v1.Users/"+procedure, bytes.NewReader(append(frame, body...)))
 		req.Header.Set("Content-Type", "application/grpc")
 		req.Header.Set("TE", "trailers")
 		req.Header.Set("Grpc-Accept-Encoding", "gzip")

@@ -19,7 +19,7 @@ import (
 // bidirectional marks that mixed text needs, are kept byte for byte.
 func TestNamesShowWhatTheySay(t *testing.T) {
 	s := startServer(t)
-	user := apitest.IDOf(t, s.createUser(t, "poster", ""))
+	user := apitest.IDOf(t, s.CreateUser(t, "poster", ""))
 	refused := []struct {
 		name, path, body, says string
 	}{
@@ -34,13 +34,13 @@ func TestNamesShowWhatTheySay(t *testing.T) {
 		{"a post title with an embedding", fmt.Sprintf("/users/%d/posts", user), `{"title":"\u202bhello"}`, "bidirectional"},
 	}
 	for _, c := range refused {
-		res := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: c.path, Header: apitest.JSONBody, Key: true, Body: c.body})
+		res := s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: c.path, Header: apitest.JSONBody, Key: true, Body: c.body})
 		if res.Status != http.StatusBadRequest || !strings.Contains(res.ErrorMessage(t), c.says) {
 			t.Errorf("%s: %d %s, want 400 saying %q", c.name, res.Status, res.Body, c.says)
 		}
 	}
 	for _, p := range apitest.RPCProtocols {
-		_, err := s.rpcClient(p, apitest.Key).CreateUser(t.Context(), &usersv1.CreateUserRequest{User: &usersv1.User{Name: "a\u202eb"}})
+		_, err := s.RPCClient(p, apitest.Key).CreateUser(t.Context(), &usersv1.CreateUserRequest{User: &usersv1.User{Name: "a\u202eb"}})
 		if connect.CodeOf(err) != connect.CodeInvalidArgument {
 			t.Errorf("%s: CreateUser with an override: %v, want invalid_argument", p.Name, err)
 		}
@@ -53,7 +53,7 @@ func TestNamesShowWhatTheySay(t *testing.T) {
 		"A\u200dB",         // a zero-width joiner between visible letters
 	} {
 		body, _ := json.Marshal(map[string]string{"name": name})
-		res := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: string(body)})
+		res := s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true, Body: string(body)})
 		if res.Status != http.StatusCreated {
 			t.Errorf("%q: %d %s, want 201", name, res.Status, res.Body)
 			continue

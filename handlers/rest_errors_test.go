@@ -14,13 +14,13 @@ func TestRESTRejectsBadRequests(t *testing.T) {
 	for _, tr := range apitest.Transports {
 		t.Run(tr.Name, func(t *testing.T) {
 			s := startServer(t)
-			existing := apitest.IDOf(t, s.createUser(t, "existing", "admin"))
+			existing := apitest.IDOf(t, s.CreateUser(t, "existing", "admin"))
 			user := fmt.Sprintf("/users/%d", existing)
 			posts := user + "/posts"
-			if res := s.do(t, tr.Client, request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"title":"kept"}`}); res.Status != 201 {
+			if res := s.Do(t, tr.Client, request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"title":"kept"}`}); res.Status != 201 {
 				t.Fatalf("seed post: %d %s", res.Status, res.Body)
 			}
-			before := apitest.Snapshot(t, s.baseURL, existing)
+			before := apitest.Snapshot(t, s.BaseURL, existing)
 
 			const missing = "/users/999999"
 			wrongKey := map[string]string{"Content-Type": "application/json", "x-api-key": "wrong-" + apitest.Key}
@@ -118,7 +118,7 @@ func TestRESTRejectsBadRequests(t *testing.T) {
 			}
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
-					res := s.do(t, tr.Client, c.req)
+					res := s.Do(t, tr.Client, c.req)
 					if res.Status != c.status {
 						t.Fatalf("%s %s: %d %s, want %d", c.req.Method, c.req.Path, res.Status, res.Body, c.status)
 					}
@@ -132,7 +132,7 @@ func TestRESTRejectsBadRequests(t *testing.T) {
 				})
 			}
 
-			if after := apitest.Snapshot(t, s.baseURL, existing); after != before {
+			if after := apitest.Snapshot(t, s.BaseURL, existing); after != before {
 				t.Fatalf("rejected requests changed the store:\nbefore %s\nafter  %s", before, after)
 			}
 		})

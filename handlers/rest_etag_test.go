@@ -38,22 +38,22 @@ func TestRESTConditionalReads(t *testing.T) {
 	for _, tr := range apitest.Transports {
 		t.Run(tr.Name, func(t *testing.T) {
 			s := startServer(t)
-			path := fmt.Sprintf("/users/%d", apitest.IDOf(t, s.createUser(t, "cached", "")))
-			current := etagOf(t, s.do(t, tr.Client, request{Method: "GET", Path: path}))
+			path := fmt.Sprintf("/users/%d", apitest.IDOf(t, s.CreateUser(t, "cached", "")))
+			current := etagOf(t, s.Do(t, tr.Client, request{Method: "GET", Path: path}))
 
 			for _, value := range []string{current, "W/" + current, "*", `"99", ` + current, `"99",,` + current} {
-				res := s.do(t, tr.Client, request{Method: "GET", Path: path, Header: map[string]string{"If-None-Match": value}})
+				res := s.Do(t, tr.Client, request{Method: "GET", Path: path, Header: map[string]string{"If-None-Match": value}})
 				if res.Status != http.StatusNotModified || len(res.Body) != 0 || res.Header.Get("ETag") != current {
 					t.Errorf("If-None-Match %s: %d, ETag %q, body %q; want 304, ETag %s, no body", value, res.Status, res.Header.Get("ETag"), res.Body, current)
 				}
 			}
 			for _, value := range []string{`"99"`, `W/"2"`, `"01"`, `1`, `"unterminated`} {
-				res := s.do(t, tr.Client, request{Method: "GET", Path: path, Header: map[string]string{"If-None-Match": value}})
+				res := s.Do(t, tr.Client, request{Method: "GET", Path: path, Header: map[string]string{"If-None-Match": value}})
 				if res.Status != http.StatusOK || etagOf(t, res) != current {
 					t.Errorf("If-None-Match %s: %d %s; want 200 with the user", value, res.Status, res.Body)
 				}
 			}
-			missing := s.do(t, tr.Client, request{Method: "GET", Path: "/users/999999", Header: map[string]string{"If-None-Match": "*"}})
+			missing := s.Do(t, tr.Client, request{Method: "GET", Path: "/users/999999", Header: map[string]string{"If-None-Match": "*"}})
 			if missing.Status != http.StatusNotFound {
 				t.Errorf("If-None-Match * on a missing user: %d, want 404", missing.Status)
 			}
@@ -79,19 +79,19 @@ func TestRESTConditionalWrites(t *testing.T) {
 		for _, write := range writes {
 			t.Run(tr.Name+"/"+write.method, func(t *testing.T) {
 				s := startServer(t)
-				id := apitest.IDOf(t, s.createUser(t, "original", ""))
+				id := apitest.IDOf(t, s.CreateUser(t, "original", ""))
 				path := fmt.Sprintf("/users/%d", id)
 				send := func(ifMatch string) response {
 					header := map[string]string{"If-Match": ifMatch}
 					for k, v := range write.header {
 						header[k] = v
 					}
-					return s.do(t, tr.Client, request{Method: write.method, Path: path, Header: header, Body: write.body, Key: true})
+					return s.Do(t, tr.Client, request{Method: write.method, Path: path, Header: header, Body: write.body, Key: true})
 				}
 				// Move the user to version 2, so that "1" is stale.
-				patch := s.do(t, tr.Client, request{Method: "PATCH", Path: path, Header: map[string]string{"Content-Type": "application/json"}, Body: `{"name":"renamed"}`, Key: true})
+				patch := s.Do(t, tr.Client, request{Method: "PATCH", Path: path, Header: map[string]string{"Content-Type": "application/json"}, Body: `{"name":"renamed"}`, Key: true})
 				current := etagOf(t, patch)
-				before := apitest.Snapshot(t, s.baseURL, id)
+				before := apitest.Snapshot(t, s.BaseURL, id)
 
 				refused := []struct {
 					ifMatch string
@@ -115,11 +115,11 @@ func TestRESTConditionalWrites(t *testing.T) {
 					}
 					res.ErrorMessage(t)
 				}
-				if after := apitest.Snapshot(t, s.baseURL, id); after != before {
+				if after := apitest.Snapshot(t, s.BaseURL, id); after != before {
 					t.Fatalf("refused writes changed the store:\nbefore %s\nafter  %s", before, after)
 				}
 
-				missing := s.do(t, tr.Client, request{Method: write.method, Path: "/users/999999", Header: map[string]string{"If-Match": "*", "Content-Type": "application/json"}, Body: write.body, Key: true})
+				missing := s.Do(t, tr.Client, request{Method: write.method, Path: "/users/999999", Header: map[string]string{"If-Match": "*", "Content-Type": "application/json"}, Body: write.body, Key: true})
 				if missing.Status != http.StatusNotFound {
 					t.Errorf("If-Match * on a missing user: %d %s, want 404", missing.Status, missing.Body)
 				}
@@ -135,7 +135,7 @@ func TestRESTConditionalWrites(t *testing.T) {
 					if res := send("*"); res.Status != write.status {
 						t.Fatalf("If-Match *: %d %s, want %d", res.Status, res.Body, write.status)
 					}
-				} else if res := s.do(t, tr.Client, request{Method: "GET", Path: path}); res.Status != http.StatusNotFound {
+				} else if res := s.Do(t, tr.Client, request{Method: "GET", Path: path}); res.Status != http.StatusNotFound {
 					t.Fatalf("after a conditional delete the user reads %d", res.Status)
 				}
 			})
@@ -147,14 +147,14 @@ func TestRESTConditionalWrites(t *testing.T) {
 // If-Match must still refuse it rather than pretend it applied.
 func TestRESTEmptyPatchStillChecksIfMatch(t *testing.T) {
 	s := startServer(t)
-	created := s.createUser(t, "unchanged", "")
+	created := s.CreateUser(t, "unchanged", "")
 	path := fmt.Sprintf("/users/%d", apitest.IDOf(t, created))
 	header := map[string]string{"Content-Type": "application/merge-patch+json", "If-Match": `"9"`}
-	if res := s.do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: path, Header: header, Body: `{}`, Key: true}); res.Status != 412 {
+	if res := s.Do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: path, Header: header, Body: `{}`, Key: true}); res.Status != 412 {
 		t.Fatalf("empty PATCH with a stale If-Match: %d %s, want 412", res.Status, res.Body)
 	}
 	header["If-Match"] = fmt.Sprint(created["etag"])
-	res := s.do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: path, Header: header, Body: `{}`, Key: true})
+	res := s.Do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: path, Header: header, Body: `{}`, Key: true})
 	if res.Status != 200 || etagOf(t, res) != created["etag"] {
 		t.Fatalf("empty PATCH with the current If-Match: %d %s, want 200 and the etag unchanged", res.Status, res.Body)
 	}
@@ -165,7 +165,7 @@ func TestRESTEmptyPatchStillChecksIfMatch(t *testing.T) {
 // get 412, and the user must end as the last successful write left it.
 func TestRESTLostUpdatesAreRefused(t *testing.T) {
 	s := startServer(t)
-	path := fmt.Sprintf("/users/%d", apitest.IDOf(t, s.createUser(t, "contended", "")))
+	path := fmt.Sprintf("/users/%d", apitest.IDOf(t, s.CreateUser(t, "contended", "")))
 	const clients = 50
 	type outcome struct {
 		readTag string
@@ -177,9 +177,9 @@ func TestRESTLostUpdatesAreRefused(t *testing.T) {
 	for i := range clients {
 		wg.Go(func() {
 			client := apitest.Transports[i%len(apitest.Transports)].Client
-			read := s.do(t, client, request{Method: "GET", Path: path})
+			read := s.Do(t, client, request{Method: "GET", Path: path})
 			tag := read.Header.Get("ETag")
-			res := s.do(t, client, request{Method: "PATCH", Path: path, Key: true, Body: fmt.Sprintf(`{"name":"writer %d"}`, i),
+			res := s.Do(t, client, request{Method: "PATCH", Path: path, Key: true, Body: fmt.Sprintf(`{"name":"writer %d"}`, i),
 				Header: map[string]string{"Content-Type": "application/merge-patch+json", "If-Match": tag}})
 			outcomes[i] = outcome{readTag: tag, status: res.Status}
 			if res.Status == http.StatusOK {
@@ -209,7 +209,7 @@ func TestRESTLostUpdatesAreRefused(t *testing.T) {
 	if len(winners) == 0 {
 		t.Fatal("no writer won")
 	}
-	final := apitest.DecodeObject(t, s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: path}).Body)
+	final := apitest.DecodeObject(t, s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: path}).Body)
 	if got := etagVersion(t, final["etag"]); got != 1+len(winners) {
 		t.Errorf("version %d after %d successful writes, want %d: a write happened that no client saw succeed", got, len(winners), 1+len(winners))
 	}
@@ -235,7 +235,7 @@ func TestRESTWritesHonourIfNoneMatch(t *testing.T) {
 		for _, write := range writes {
 			t.Run(tr.Name+"/"+write.method, func(t *testing.T) {
 				s := startServer(t)
-				created := s.createUser(t, "original", "")
+				created := s.CreateUser(t, "original", "")
 				id, current := apitest.IDOf(t, created), fmt.Sprint(created["etag"])
 				path := fmt.Sprintf("/users/%d", id)
 				send := func(path string, conditions map[string]string) response {
@@ -246,9 +246,9 @@ func TestRESTWritesHonourIfNoneMatch(t *testing.T) {
 					for k, v := range conditions {
 						header[k] = v
 					}
-					return s.do(t, tr.Client, request{Method: write.method, Path: path, Header: header, Body: write.body, Key: true})
+					return s.Do(t, tr.Client, request{Method: write.method, Path: path, Header: header, Body: write.body, Key: true})
 				}
-				before := apitest.Snapshot(t, s.baseURL, id)
+				before := apitest.Snapshot(t, s.BaseURL, id)
 				for _, c := range []struct {
 					conditions map[string]string
 					status     int
@@ -267,7 +267,7 @@ func TestRESTWritesHonourIfNoneMatch(t *testing.T) {
 					}
 					res.ErrorMessage(t)
 				}
-				if after := apitest.Snapshot(t, s.baseURL, id); after != before {
+				if after := apitest.Snapshot(t, s.BaseURL, id); after != before {
 					t.Fatalf("refused writes changed the store:\nbefore %s\nafter  %s", before, after)
 				}
 				if res := send("/users/999999", map[string]string{"If-None-Match": "*"}); res.Status != http.StatusNotFound {

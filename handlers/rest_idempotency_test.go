@@ -17,7 +17,7 @@ func TestRESTIdempotencyKeys(t *testing.T) {
 		t.Run(tr.Name, func(t *testing.T) {
 			s := startServerWith(t, Config{Keys: NewAPIKeys(apitest.Key, "second-key-0123456789")})
 			post := func(path, key, body string) response {
-				return s.do(t, tr.Client, request{Method: "POST", Path: path, Header: apitest.Keyed(key), Body: body, Key: true})
+				return s.Do(t, tr.Client, request{Method: "POST", Path: path, Header: apitest.Keyed(key), Body: body, Key: true})
 			}
 
 			first := post("/users", "create-ada", `{"name":"Ada","role":"admin"}`)
@@ -29,7 +29,7 @@ func TestRESTIdempotencyKeys(t *testing.T) {
 			apitest.WantReplay(t, first, post("/users", "create-ada", `{"name":"Ada","role":"admin"}`))
 			apitest.WantReplay(t, first, post("/users", "create-ada", " {\n\"role\" : \"admin\", \"name\":\"Ada\"}"))
 			apitest.WantReplay(t, first, post("/users", `"create-ada"`, `{"name":"Ada","role":"admin"}`))
-			if n := apitest.UserCount(t, s.baseURL); n != "1" {
+			if n := apitest.UserCount(t, s.BaseURL); n != "1" {
 				t.Fatalf("%s users after a create and its repeats, want 1", n)
 			}
 
@@ -40,13 +40,13 @@ func TestRESTIdempotencyKeys(t *testing.T) {
 			mismatch.ErrorMessage(t)
 
 			// A key belongs to the API key that used it: another caller's same key is a new request.
-			other := s.do(t, tr.Client, request{Method: "POST", Path: "/users", Body: `{"name":"Ada","role":"admin"}`,
+			other := s.Do(t, tr.Client, request{Method: "POST", Path: "/users", Body: `{"name":"Ada","role":"admin"}`,
 				Header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": "create-ada", "x-api-key": "second-key-0123456789"}})
 			if other.Status != http.StatusCreated || other.Header.Get("Idempotent-Replayed") != "" || string(other.Body) == string(first.Body) {
 				t.Fatalf("another caller's same key: %d %s, want a new user", other.Status, other.Body)
 			}
 
-			before := apitest.UserCount(t, s.baseURL)
+			before := apitest.UserCount(t, s.BaseURL)
 			for _, bad := range []string{strings.Repeat("k", 256), "", `""`, "tab\there", "é", `"unterminated`, `"a"b"`, `"a\nb"`} {
 				res := post("/users", bad, `{"name":"never"}`)
 				if res.Status != http.StatusBadRequest {
@@ -55,7 +55,7 @@ func TestRESTIdempotencyKeys(t *testing.T) {
 				}
 				res.ErrorMessage(t)
 			}
-			if after := apitest.UserCount(t, s.baseURL); after != before {
+			if after := apitest.UserCount(t, s.BaseURL); after != before {
 				t.Fatalf("bad keys changed the user count from %s to %s", before, after)
 			}
 			escaped := post("/users", `"say \"hi\" \\o/"`, `{"name":"escaped"}`)
@@ -85,7 +85,7 @@ func TestRESTIdempotencyKeys(t *testing.T) {
 			if res := post(adaPosts, "create-ada", `{"title":"Ada"}`); res.Status != 422 {
 				t.Fatalf("a user create's key reused for a post: %d %s, want 422", res.Status, res.Body)
 			}
-			posts := s.do(t, tr.Client, request{Method: "GET", Path: adaPosts})
+			posts := s.Do(t, tr.Client, request{Method: "GET", Path: adaPosts})
 			if n := posts.Header.Get("X-Total-Count"); n != "1" {
 				t.Fatalf("%s posts after one keyed create and its repeats, want 1", n)
 			}
@@ -101,15 +101,15 @@ func TestRESTRepeatWhileTheFirstRunsIsAConflict(t *testing.T) {
 			s, held := startHeldServer(t)
 			create := request{Method: "POST", Path: "/users", Header: apitest.Keyed("slow"), Body: `{"name":"slow"}`, Key: true}
 			firstDone := make(chan response, 1)
-			go func() { firstDone <- s.do(t, tr.Client, create) }()
+			go func() { firstDone <- s.Do(t, tr.Client, create) }()
 			<-held.arrived // the first request holds the key and waits inside its create
 
-			repeat := s.do(t, tr.Client, create)
+			repeat := s.Do(t, tr.Client, create)
 			if repeat.Status != http.StatusConflict {
 				t.Fatalf("repeat while the first runs: %d %s, want 409", repeat.Status, repeat.Body)
 			}
 			repeat.ErrorMessage(t)
-			other := s.do(t, tr.Client, request{Method: "POST", Path: "/users", Header: apitest.Keyed("slow"), Body: `{"name":"other"}`, Key: true})
+			other := s.Do(t, tr.Client, request{Method: "POST", Path: "/users", Header: apitest.Keyed("slow"), Body: `{"name":"other"}`, Key: true})
 			if other.Status != 422 {
 				t.Fatalf("other body while the first runs: %d %s, want 422", other.Status, other.Body)
 			}
@@ -119,8 +119,8 @@ func TestRESTRepeatWhileTheFirstRunsIsAConflict(t *testing.T) {
 			if first.Status != http.StatusCreated {
 				t.Fatalf("the held create: %d %s", first.Status, first.Body)
 			}
-			apitest.WantReplay(t, first, s.do(t, tr.Client, create))
-			if n := apitest.UserCount(t, s.baseURL); n != "1" {
+			apitest.WantReplay(t, first, s.Do(t, tr.Client, create))
+			if n := apitest.UserCount(t, s.BaseURL); n != "1" {
 				t.Fatalf("%s users, want 1", n)
 			}
 		})
@@ -137,7 +137,7 @@ func TestRESTConcurrentRetriesCreateOneUser(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range retries {
 		wg.Go(func() {
-			answers[i] = s.do(t, apitest.Transports[i%len(apitest.Transports)].Client,
+			answers[i] = s.Do(t, apitest.Transports[i%len(apitest.Transports)].Client,
 				request{Method: "POST", Path: "/users", Header: apitest.Keyed("one-user"), Body: `{"name":"once"}`, Key: true})
 		})
 	}
@@ -166,7 +166,7 @@ func TestRESTConcurrentRetriesCreateOneUser(t *testing.T) {
 	if originals != 1 {
 		t.Fatalf("%d answers were an original create, want exactly 1", originals)
 	}
-	if n := apitest.UserCount(t, s.baseURL); n != "1" {
+	if n := apitest.UserCount(t, s.BaseURL); n != "1" {
 		t.Fatalf("%s users after %d retries of one create, want 1", n, retries)
 	}
 	t.Logf("%d retries: 1 original, %d replays, %d conflicts", retries, replays, conflicts)

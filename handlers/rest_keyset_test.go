@@ -26,7 +26,7 @@ func linkTarget(t *testing.T, header http.Header, rel string) string {
 // listIDs GETs path and returns the ids of the listed items, failing on anything but 200.
 func (s *testServer) listIDs(t *testing.T, client *http.Client, path string) ([]int, response) {
 	t.Helper()
-	res := s.do(t, client, request{Method: "GET", Path: path})
+	res := s.Do(t, client, request{Method: "GET", Path: path})
 	if res.Status != http.StatusOK {
 		t.Fatalf("GET %s: %d %s", path, res.Status, res.Body)
 	}
@@ -67,7 +67,7 @@ func (s *testServer) walkKeyset(t *testing.T, client *http.Client, path, query s
 func TestRESTKeysetPagingWalksWhatPageNumbersList(t *testing.T) {
 	s := startServer(t)
 	for i := range 23 {
-		s.createUser(t, []string{"Ada", "ada", "Bob", "Ádám", "carol"}[i%5], []string{"editor", "", "viewer"}[i%3])
+		s.CreateUser(t, []string{"Ada", "ada", "Bob", "Ádám", "carol"}[i%5], []string{"editor", "", "viewer"}[i%3])
 	}
 	cases := []struct{ keyset, sameList string }{ // sameList: the same list, on one page of page numbers
 		{"limit=4", ""},
@@ -96,10 +96,10 @@ func TestRESTKeysetPagingWalksWhatPageNumbersList(t *testing.T) {
 
 func TestRESTNamePrefixSearchIgnoresCase(t *testing.T) {
 	s := startServer(t)
-	ada := apitest.IDOf(t, s.createUser(t, "Ada Lovelace", "admin"))
-	adam := apitest.IDOf(t, s.createUser(t, "ADAM", ""))
-	s.createUser(t, "Grace", "admin")
-	kelvin := apitest.IDOf(t, s.createUser(t, "\u212Aelvin", ""))
+	ada := apitest.IDOf(t, s.CreateUser(t, "Ada Lovelace", "admin"))
+	adam := apitest.IDOf(t, s.CreateUser(t, "ADAM", ""))
+	s.CreateUser(t, "Grace", "admin")
+	kelvin := apitest.IDOf(t, s.CreateUser(t, "\u212Aelvin", ""))
 	for _, c := range []struct {
 		query string
 		want  []int
@@ -123,10 +123,10 @@ func TestRESTNamePrefixSearchIgnoresCase(t *testing.T) {
 
 func TestRESTPostsPageByCursor(t *testing.T) {
 	s := startServer(t)
-	author := apitest.IDOf(t, s.createUser(t, "author", ""))
+	author := apitest.IDOf(t, s.CreateUser(t, "author", ""))
 	path := fmt.Sprintf("/users/%d/posts", author)
 	for i := range 5 {
-		res := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: path, Header: apitest.JSONBody, Body: fmt.Sprintf(`{"title":"post %d"}`, i), Key: true})
+		res := s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: path, Header: apitest.JSONBody, Body: fmt.Sprintf(`{"title":"post %d"}`, i), Key: true})
 		if res.Status != http.StatusCreated {
 			t.Fatalf("create post: %d %s", res.Status, res.Body)
 		}
@@ -142,9 +142,9 @@ func TestRESTPostsPageByCursor(t *testing.T) {
 func TestRESTRejectsBadKeysetQueries(t *testing.T) {
 	s := startServer(t)
 	for i := range 3 {
-		s.createUser(t, fmt.Sprintf("user %d", i), "")
+		s.CreateUser(t, fmt.Sprintf("user %d", i), "")
 	}
-	author := apitest.IDOf(t, s.createUser(t, "author", ""))
+	author := apitest.IDOf(t, s.CreateUser(t, "author", ""))
 	_, first := s.listIDs(t, apitest.HTTP1Client, "/users?pagination=keyset&limit=1&sort=name")
 	cursor := url.QueryEscape(mustQuery(t, linkTarget(t, first.Header, "next")).Get("cursor"))
 	cases := []struct{ path, wantInMessage string }{

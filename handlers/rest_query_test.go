@@ -18,7 +18,7 @@ func seedQueryUsers(t *testing.T, s *testServer) []int {
 	for _, u := range []struct{ name, role string }{
 		{"carol", "admin"}, {"alice", "user"}, {"Bob", "user"}, {"dave", ""}, {"alice", "admin"}, {"erin", "Admin"},
 	} {
-		ids = append(ids, apitest.IDOf(t, s.createUser(t, u.name, u.role)))
+		ids = append(ids, apitest.IDOf(t, s.CreateUser(t, u.name, u.role)))
 	}
 	return ids
 }
@@ -52,7 +52,7 @@ func TestRESTCollectionQuery(t *testing.T) {
 	for _, tr := range apitest.Transports {
 		for _, c := range cases {
 			t.Run(tr.Name+"/"+c.name, func(t *testing.T) {
-				res := s.do(t, tr.Client, request{Method: "GET", Path: "/users" + c.query})
+				res := s.Do(t, tr.Client, request{Method: "GET", Path: "/users" + c.query})
 				if res.Status != http.StatusOK {
 					t.Fatalf("%d %s", res.Status, res.Body)
 				}
@@ -71,7 +71,7 @@ func TestRESTCollectionQuery(t *testing.T) {
 func TestRESTLinkHeader(t *testing.T) {
 	s := startServer(t)
 	for i := range 5 {
-		s.createUser(t, fmt.Sprintf("user %d", i), "staff")
+		s.CreateUser(t, fmt.Sprintf("user %d", i), "staff")
 	}
 	cases := []struct{ name, query, want string }{
 		{"the first page has no prev", "?limit=2&role=staff",
@@ -88,7 +88,7 @@ func TestRESTLinkHeader(t *testing.T) {
 	for _, tr := range apitest.Transports {
 		for _, c := range cases {
 			t.Run(tr.Name+"/"+c.name, func(t *testing.T) {
-				res := s.do(t, tr.Client, request{Method: "GET", Path: "/users" + c.query})
+				res := s.Do(t, tr.Client, request{Method: "GET", Path: "/users" + c.query})
 				if got := res.Header.Get("Link"); got != c.want {
 					t.Fatalf("Link\n got %s\nwant %s", got, c.want)
 				}
@@ -99,7 +99,7 @@ func TestRESTLinkHeader(t *testing.T) {
 
 func TestRESTRejectsMalformedQueries(t *testing.T) {
 	s := startServer(t)
-	author := apitest.IDOf(t, s.createUser(t, "author", ""))
+	author := apitest.IDOf(t, s.CreateUser(t, "author", ""))
 	posts := fmt.Sprintf("/users/%d/posts", author)
 	cases := []struct{ path, wantInMessage string }{
 		{"/users?page=abc", "page"},
@@ -133,7 +133,7 @@ func wantBadRequests(t *testing.T, s *testServer, cases []struct{ path, wantInMe
 	for _, tr := range apitest.Transports {
 		for _, c := range cases {
 			t.Run(tr.Name+" "+c.path, func(t *testing.T) {
-				res := s.do(t, tr.Client, request{Method: "GET", Path: c.path})
+				res := s.Do(t, tr.Client, request{Method: "GET", Path: c.path})
 				if res.Status != http.StatusBadRequest {
 					t.Fatalf("%d %s, want 400", res.Status, res.Body)
 				}

@@ -40,7 +40,7 @@ func rpcWalkUsers(t *testing.T, c usersv1connect.UsersClient, first *usersv1.Lis
 
 func TestRPCPageTokensWalkWhatPageNumbersList(t *testing.T) {
 	s := startServer(t)
-	seedKey := s.rpcClient(apitest.RPCProtocols[0], apitest.Key)
+	seedKey := s.RPCClient(apitest.RPCProtocols[0], apitest.Key)
 	for i := range 17 {
 		apitest.RPCCreate(t, seedKey, []string{"Ada", "ada", "Bob", "Ádám"}[i%4], []string{"editor", "", "viewer"}[i%3])
 	}
@@ -52,7 +52,7 @@ func TestRPCPageTokensWalkWhatPageNumbersList(t *testing.T) {
 		{NamePrefix: "AD", Sort: "-createdAt", Limit: 3},
 	}
 	for _, p := range apitest.RPCProtocols {
-		c := s.rpcClient(p, "")
+		c := s.RPCClient(p, "")
 		for _, q := range queries {
 			t.Run(fmt.Sprintf("%s/%v", p.Name, q), func(t *testing.T) {
 				whole, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{Role: q.Role, Sort: q.Sort, NamePrefix: q.NamePrefix, Limit: 100})
@@ -74,7 +74,7 @@ func TestRPCPageTokensWalkWhatPageNumbersList(t *testing.T) {
 
 func TestRPCPostsPageByToken(t *testing.T) {
 	s := startServer(t)
-	c := s.rpcClient(apitest.RPCProtocols[0], apitest.Key)
+	c := s.RPCClient(apitest.RPCProtocols[0], apitest.Key)
 	author := apitest.RPCCreate(t, c, "author", "")
 	var want []int32
 	for i := range 5 {
@@ -86,7 +86,7 @@ func TestRPCPostsPageByToken(t *testing.T) {
 		req := &usersv1.ListUserPostsRequest{UserId: author.GetId(), Limit: 2}
 		var got []int32
 		for {
-			res, err := s.rpcClient(p, "").ListUserPosts(t.Context(), req)
+			res, err := s.RPCClient(p, "").ListUserPosts(t.Context(), req)
 			apitest.RPCMust(t, p.Name+" ListUserPosts", err)
 			for _, post := range res.GetPosts() {
 				got = append(got, post.GetId())
@@ -104,7 +104,7 @@ func TestRPCPostsPageByToken(t *testing.T) {
 
 func TestRPCRejectsBadPageTokens(t *testing.T) {
 	s := startServer(t)
-	c := s.rpcClient(apitest.RPCProtocols[0], apitest.Key)
+	c := s.RPCClient(apitest.RPCProtocols[0], apitest.Key)
 	author := apitest.RPCCreate(t, c, "author", "")
 	apitest.RPCCreate(t, c, "second", "")
 	first, err := c.ListUsers(t.Context(), &usersv1.ListUsersRequest{Sort: "name", Limit: 1})
@@ -149,7 +149,7 @@ func TestRPCRejectsBadPageTokens(t *testing.T) {
 	for _, p := range apitest.RPCProtocols {
 		for _, tc := range cases {
 			t.Run(p.Name+"/"+tc.name, func(t *testing.T) {
-				apitest.RPCWantCode(t, tc.call(s.rpcClient(p, "")), connect.CodeInvalidArgument)
+				apitest.RPCWantCode(t, tc.call(s.RPCClient(p, "")), connect.CodeInvalidArgument)
 			})
 		}
 	}
@@ -157,7 +157,7 @@ func TestRPCRejectsBadPageTokens(t *testing.T) {
 
 func TestRPCPageTokenIsTheRESTCursor(t *testing.T) {
 	s := startServer(t)
-	c := s.rpcClient(apitest.RPCProtocolNamed(t, "Connect JSON"), apitest.Key)
+	c := s.RPCClient(apitest.RPCProtocolNamed(t, "Connect JSON"), apitest.Key)
 	var ids []int
 	for i := range 4 {
 		ids = append(ids, int(apitest.RPCCreate(t, c, fmt.Sprint("user ", i), "").GetId()))

@@ -115,7 +115,7 @@ func TestRPCEtagsMakeWritesConditional(t *testing.T) {
 	for _, p := range apitest.RPCProtocols {
 		t.Run(p.Name, func(t *testing.T) {
 			s := startServer(t)
-			c := s.rpcClient(p, apitest.Key)
+			c := s.RPCClient(p, apitest.Key)
 			for _, w := range rpcEtagWrites {
 				for _, cond := range conditions {
 					verdict := "happens"
@@ -211,7 +211,7 @@ func TestRPCEtagsStopLostUpdates(t *testing.T) {
 	for _, p := range apitest.RPCProtocols {
 		t.Run(p.Name, func(t *testing.T) {
 			s := startServer(t)
-			c := s.rpcClient(p, apitest.Key)
+			c := s.RPCClient(p, apitest.Key)
 			u := apitest.RPCCreate(t, c, "Lou", "first")
 			read := u.GetEtag() // what both clients read
 
@@ -228,7 +228,7 @@ func TestRPCEtagsStopLostUpdates(t *testing.T) {
 
 			// The loser reads again, over REST this time: the ETag header is the same string as the
 			// etag field, so it works as the RPC's etag.
-			rest := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", u.GetId())})
+			rest := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", u.GetId())})
 			if rest.Status != http.StatusOK || rest.Header.Get("ETag") != won.GetEtag() {
 				t.Fatalf("REST GET: %d with ETag %q, want 200 with %q", rest.Status, rest.Header.Get("ETag"), won.GetEtag())
 			}
@@ -350,7 +350,7 @@ func TestRPCRequestIDRunsACreateOnce(t *testing.T) {
 	for _, p := range apitest.RPCProtocols {
 		t.Run(p.Name, func(t *testing.T) {
 			s := startServer(t)
-			c := s.rpcClient(p, apitest.Key)
+			c := s.RPCClient(p, apitest.Key)
 			for _, k := range rpcKeyedCreates {
 				// A caller's keys are one namespace for both creates, so each create's keys here are its own.
 				rid := func(id string) string { return k.name + ":" + id }
@@ -454,7 +454,7 @@ func TestRPCRequestIDBelongsToTheAPIKey(t *testing.T) {
 	for _, p := range apitest.RPCProtocols {
 		t.Run(p.Name, func(t *testing.T) {
 			s := startServerWith(t, Config{Keys: NewAPIKeys("key-one", "key-two")})
-			one, two := s.rpcClient(p, "key-one"), s.rpcClient(p, "key-two")
+			one, two := s.RPCClient(p, "key-one"), s.RPCClient(p, "key-two")
 			for _, k := range rpcKeyedCreates {
 				t.Run(k.name, func(t *testing.T) {
 					shared, oneOnly := k.name+":shared", k.name+":one-only"
@@ -524,7 +524,7 @@ func TestRPCRequestIDWhileTheFirstIsStillRunning(t *testing.T) {
 				t.Run(k.name, func(t *testing.T) {
 					// A server of its own: a failure here must not leave a call at the gate of the next case.
 					s, held := startHeldServer(t)
-					c := s.rpcClient(p, apitest.Key)
+					c := s.RPCClient(p, apitest.Key)
 					owner := rpcHeldOwner(t, c, held)
 					running := k.name + ":running"
 					before := k.count(t, c, owner)
@@ -581,7 +581,7 @@ func TestRPCRequestIDOfAFailedCreateIsNotKept(t *testing.T) {
 		t.Run(p.Name, func(t *testing.T) {
 			t.Run("CreateUserPost to a missing user keeps nothing, so the request_id works for a user that exists", func(t *testing.T) {
 				s := startServer(t)
-				c := s.rpcClient(p, apitest.Key)
+				c := s.RPCClient(p, apitest.Key)
 				k := rpcKeyedCreates[1]
 				missing := rpcMissingUserID(t, c)
 				for range 2 { // had the failure been kept, the repeat would be replayed or aborted
@@ -602,7 +602,7 @@ func TestRPCRequestIDOfAFailedCreateIsNotKept(t *testing.T) {
 			for _, k := range rpcKeyedCreates {
 				t.Run(k.name+" cancelled by its client keeps nothing, so a retry runs", func(t *testing.T) {
 					s, held := startHeldServer(t)
-					c := s.rpcClient(p, apitest.Key)
+					c := s.RPCClient(p, apitest.Key)
 					owner := rpcHeldOwner(t, c, held)
 					before := k.count(t, c, owner)
 
@@ -651,18 +651,18 @@ func TestRPCRequestIDIsSharedWithRESTAndEveryProtocol(t *testing.T) {
 	s := startServer(t)
 	users := rpcKeyedCreates[0]
 	posts := rpcKeyedCreates[1]
-	seeder := s.rpcClient(apitest.RPCProtocolNamed(t, "Connect binary"), apitest.Key)
+	seeder := s.RPCClient(apitest.RPCProtocolNamed(t, "Connect binary"), apitest.Key)
 
 	// restCreate POSTs body to path with the Idempotency-Key key and returns the answer.
 	restCreate := func(t *testing.T, path, key, body string) response {
 		t.Helper()
-		return s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: path, Key: true, Body: body,
+		return s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: path, Key: true, Body: body,
 			Header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": key}})
 	}
 
 	for _, p := range apitest.RPCProtocols {
 		t.Run(p.Name, func(t *testing.T) {
-			c := s.rpcClient(p, apitest.Key)
+			c := s.RPCClient(p, apitest.Key)
 
 			t.Run("a CreateUser after a REST POST /users with the same key and content replays it", func(t *testing.T) {
 				key := "rest-first " + p.Name
@@ -721,7 +721,7 @@ func TestRPCRequestIDIsSharedWithRESTAndEveryProtocol(t *testing.T) {
 			before := k.count(t, seeder, owner)
 			var first proto.Message
 			for i, p := range apitest.RPCProtocols {
-				c := s.rpcClient(p, apitest.Key)
+				c := s.RPCClient(p, apitest.Key)
 				if i == 0 {
 					first = k.mustCreate(t, c, owner, k.name+":every protocol", "Shared")
 					continue

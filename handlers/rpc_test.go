@@ -52,7 +52,7 @@ func TestRPCEveryMethodWorksOverEveryProtocol(t *testing.T) {
 	for _, p := range apitest.RPCProtocols {
 		t.Run(p.Name, func(t *testing.T) {
 			s := startServer(t)
-			c := s.rpcClient(p, apitest.Key)
+			c := s.RPCClient(p, apitest.Key)
 
 			t.Run("CreateUser stores a user that GetUser then returns unchanged", func(t *testing.T) {
 				created := apitest.RPCCreate(t, c, "Ada", "admin")
@@ -322,7 +322,7 @@ func TestRPCErrorCodesOverEveryProtocol(t *testing.T) {
 	for _, p := range apitest.RPCProtocols {
 		t.Run(p.Name, func(t *testing.T) {
 			s := startServer(t)
-			c := s.rpcClient(p, apitest.Key)
+			c := s.RPCClient(p, apitest.Key)
 			seed := apitest.RPCCreate(t, c, "Seed", "keeper")
 			id := seed.GetId()
 			const missing = 424242
@@ -450,10 +450,10 @@ func TestRPCWritesWithoutAValidKeyAreUnauthenticated(t *testing.T) {
 	for _, p := range apitest.RPCProtocols {
 		t.Run(p.Name, func(t *testing.T) {
 			s := startServer(t)
-			seed := apitest.RPCCreate(t, s.rpcClient(p, apitest.Key), "Seed", "keeper")
+			seed := apitest.RPCCreate(t, s.RPCClient(p, apitest.Key), "Seed", "keeper")
 			id := seed.GetId()
 			for _, k := range keys {
-				c := s.rpcClient(p, k.key)
+				c := s.RPCClient(p, k.key)
 				writes := []struct {
 					name string
 					call func(ctx context.Context) error
@@ -520,16 +520,16 @@ func (r *rpcRecordingClient) requests() []string {
 
 func TestRPCConnectGetReadsWithoutSideEffects(t *testing.T) {
 	s := startServer(t)
-	created := s.createUser(t, "Gina", "reader")
+	created := s.CreateUser(t, "Gina", "reader")
 	id := int32(created["id"].(float64))
-	rest := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)})
+	rest := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)})
 	if rest.Status != http.StatusOK {
 		t.Fatalf("GET /users/%d: %d %s", id, rest.Status, rest.Body)
 	}
 
 	t.Run("a Connect JSON client with HTTP GET reads GetUser and ListUsers over GET", func(t *testing.T) {
 		recorder := &rpcRecordingClient{}
-		c := usersv1connect.NewUsersClient(recorder, s.baseURL, connect.WithHTTPGet(), connect.WithProtoJSON())
+		c := usersv1connect.NewUsersClient(recorder, s.BaseURL, connect.WithHTTPGet(), connect.WithProtoJSON())
 		got, err := c.GetUser(t.Context(), &usersv1.GetUserRequest{Id: id})
 		apitest.RPCMust(t, "GetUser", err)
 		want := &usersv1.User{}
@@ -555,7 +555,7 @@ func TestRPCConnectGetReadsWithoutSideEffects(t *testing.T) {
 	t.Run("a raw HTTP GET with the message in the query answers 200 with the user", func(t *testing.T) {
 		for _, tr := range apitest.Transports {
 			path := "/users.v1.Users/GetUser?connect=v1&encoding=json&message=" + url.QueryEscape(fmt.Sprintf(`{"id":%d}`, id))
-			res := s.do(t, tr.Client, request{Method: "GET", Path: path})
+			res := s.Do(t, tr.Client, request{Method: "GET", Path: path})
 			if res.Status != http.StatusOK {
 				t.Fatalf("%s: GET %s: %d %s", tr.Name, path, res.Status, res.Body)
 			}
@@ -567,7 +567,7 @@ func TestRPCConnectGetReadsWithoutSideEffects(t *testing.T) {
 
 	t.Run("a raw HTTP GET of a missing user answers not_found", func(t *testing.T) {
 		path := "/users.v1.Users/GetUser?connect=v1&encoding=json&message=" + url.QueryEscape(`{"id":999999}`)
-		res := s.do(t, apitest.H2CClient, request{Method: "GET", Path: path})
+		res := s.Do(t, apitest.H2CClient, request{Method: "GET", Path: path})
 		if res.Status != http.StatusNotFound || rpcConnectErrorCode(t, res.Body) != "not_found" {
 			t.Fatalf("GET %s: %d %s, want 404 not_found", path, res.Status, res.Body)
 		}
@@ -589,10 +589,10 @@ func rpcConnectErrorCode(t *testing.T, body []byte) string {
 
 func TestRPCUserIsTheSameOnEveryProtocol(t *testing.T) {
 	s := startServer(t)
-	created := s.createUser(t, "Hélène \"Q\" <&>", "ops/eu")
+	created := s.CreateUser(t, "Hélène \"Q\" <&>", "ops/eu")
 	id := int(created["id"].(float64))
 
-	restRes := s.do(t, apitest.H2CClient, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)})
+	restRes := s.Do(t, apitest.H2CClient, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)})
 	if restRes.Status != http.StatusOK {
 		t.Fatalf("REST GET: %d %s", restRes.Status, restRes.Body)
 	}
@@ -603,7 +603,7 @@ func TestRPCUserIsTheSameOnEveryProtocol(t *testing.T) {
 
 	t.Run("Connect JSON answers the same bytes as REST", func(t *testing.T) {
 		for _, tr := range apitest.Transports {
-			res := s.do(t, tr.Client, request{Method: "POST", Path: "/users.v1.Users/GetUser", Header: apitest.JSONBody, Body: fmt.Sprintf(`{"id":%d}`, id)})
+			res := s.Do(t, tr.Client, request{Method: "POST", Path: "/users.v1.Users/GetUser", Header: apitest.JSONBody, Body: fmt.Sprintf(`{"id":%d}`, id)})
 			if res.Status != http.StatusOK {
 				t.Fatalf("%s: POST /users.v1.Users/GetUser: %d %s", tr.Name, res.Status, res.Body)
 			}
@@ -615,7 +615,7 @@ func TestRPCUserIsTheSameOnEveryProtocol(t *testing.T) {
 
 	for _, p := range apitest.RPCProtocols {
 		t.Run(p.Name+" answers a message equal to the REST body", func(t *testing.T) {
-			got := apitest.RPCGet(t, s.rpcClient(p, ""), int32(id))
+			got := apitest.RPCGet(t, s.RPCClient(p, ""), int32(id))
 			if !proto.Equal(got, fromREST) {
 				t.Errorf("%s returned %v, REST %v", p.Name, got, fromREST)
 			}
@@ -623,8 +623,8 @@ func TestRPCUserIsTheSameOnEveryProtocol(t *testing.T) {
 	}
 
 	t.Run("a user created over RPC reads the same over REST", func(t *testing.T) {
-		u := apitest.RPCCreate(t, s.rpcClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key), "Ivo", "")
-		res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", u.GetId())})
+		u := apitest.RPCCreate(t, s.RPCClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key), "Ivo", "")
+		res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", u.GetId())})
 		fromREST := &usersv1.User{}
 		if err := protojson.Unmarshal(res.Body, fromREST); err != nil {
 			t.Fatalf("REST GET: %d %s: %v", res.Status, res.Body, err)
@@ -647,7 +647,7 @@ func TestRPCConnectJSONRejectsUnknownFields(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res := s.do(t, apitest.H2CClient, request{Method: "POST", Path: tc.path, Header: apitest.JSONBody, Body: tc.body, Key: true})
+			res := s.Do(t, apitest.H2CClient, request{Method: "POST", Path: tc.path, Header: apitest.JSONBody, Body: tc.body, Key: true})
 			if res.Status != http.StatusBadRequest {
 				t.Fatalf("POST %s %s: %d %s, want 400", tc.path, tc.body, res.Status, res.Body)
 			}
@@ -657,7 +657,7 @@ func TestRPCConnectJSONRejectsUnknownFields(t *testing.T) {
 		})
 	}
 	t.Run("no user was created by the rejected requests", func(t *testing.T) {
-		list, err := s.rpcClient(apitest.RPCProtocolNamed(t, "Connect binary"), "").ListUsers(t.Context(), &usersv1.ListUsersRequest{})
+		list, err := s.RPCClient(apitest.RPCProtocolNamed(t, "Connect binary"), "").ListUsers(t.Context(), &usersv1.ListUsersRequest{})
 		apitest.RPCMust(t, "ListUsers", err)
 		if list.GetTotalCount() != 0 {
 			t.Fatalf("%d users exist: %v", list.GetTotalCount(), list.GetUsers())
@@ -669,14 +669,14 @@ func TestRPCConnectJSONRejectsUnknownFields(t *testing.T) {
 // over JSON a client names every field instead; "*" works on the binary protocols.
 func TestRPCConnectJSONNamesEveryFieldInsteadOfTheWildcardMask(t *testing.T) {
 	s := startServer(t)
-	id := apitest.IDOf(t, s.createUser(t, "Jo", "lead"))
+	id := apitest.IDOf(t, s.CreateUser(t, "Jo", "lead"))
 	wildcard := fmt.Sprintf(`{"id":%d,"user":{"name":"Joan"},"updateMask":"*"}`, id)
-	res := s.do(t, apitest.H2CClient, request{Method: "POST", Path: "/users.v1.Users/UpdateUser", Header: apitest.JSONBody, Body: wildcard, Key: true})
+	res := s.Do(t, apitest.H2CClient, request{Method: "POST", Path: "/users.v1.Users/UpdateUser", Header: apitest.JSONBody, Body: wildcard, Key: true})
 	if code := rpcConnectErrorCode(t, res.Body); res.Status != http.StatusBadRequest || code != "invalid_argument" {
 		t.Fatalf("wildcard mask over JSON: %d %s, want 400 invalid_argument", res.Status, res.Body)
 	}
 	every := fmt.Sprintf(`{"id":%d,"user":{"name":"Joan"},"updateMask":"name,role"}`, id)
-	res = s.do(t, apitest.H2CClient, request{Method: "POST", Path: "/users.v1.Users/UpdateUser", Header: apitest.JSONBody, Body: every, Key: true})
+	res = s.Do(t, apitest.H2CClient, request{Method: "POST", Path: "/users.v1.Users/UpdateUser", Header: apitest.JSONBody, Body: every, Key: true})
 	got := &usersv1.UpdateUserResponse{}
 	if err := protojson.Unmarshal(res.Body, got); res.Status != http.StatusOK || err != nil {
 		t.Fatalf("mask name,role over JSON: %d %s", res.Status, res.Body)
@@ -691,7 +691,7 @@ func TestRPCReflectionListsTheServices(t *testing.T) {
 	want := []string{"users.v1.Users", "grpc.health.v1.Health"}
 
 	t.Run("the grpcreflect client lists both services over v1", func(t *testing.T) {
-		client := grpcreflect.NewClient(apitest.H2CClient, s.baseURL)
+		client := grpcreflect.NewClient(apitest.H2CClient, s.BaseURL)
 		stream := client.NewStream(t.Context())
 		t.Cleanup(func() { _, _ = stream.Close() })
 		services, err := stream.ListServices()
@@ -709,7 +709,7 @@ func TestRPCReflectionListsTheServices(t *testing.T) {
 	// What grpcurl needs to call or describe a listed service without proto files.
 	for _, service := range want {
 		t.Run("the grpcreflect client describes "+service, func(t *testing.T) {
-			stream := grpcreflect.NewClient(apitest.H2CClient, s.baseURL).NewStream(t.Context())
+			stream := grpcreflect.NewClient(apitest.H2CClient, s.BaseURL).NewStream(t.Context())
 			t.Cleanup(func() { _, _ = stream.Close() })
 			files, err := stream.FileContainingSymbol(protoreflect.FullName(service))
 			apitest.RPCMust(t, "FileContainingSymbol("+service+")", err)
@@ -733,7 +733,7 @@ func TestRPCReflectionListsTheServices(t *testing.T) {
 		var msg []byte
 		msg = protowire.AppendTag(msg, 7, protowire.BytesType) // list_services
 		msg = protowire.AppendString(msg, "")
-		answers := apitest.RawGRPC(t, s.baseURL, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", msg)
+		answers := apitest.RawGRPC(t, s.BaseURL, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", msg)
 		services := rpcReflectionServices(t, answers)
 		for _, name := range want {
 			if !slices.Contains(services, name) {
@@ -813,7 +813,7 @@ func TestRPCHealthCheck(t *testing.T) {
 	s := startServer(t)
 	for _, service := range []string{"", "users.v1.Users"} {
 		t.Run(fmt.Sprintf("a raw gRPC Check of service %q answers status SERVING (1)", service), func(t *testing.T) {
-			if status := apitest.GRPCHealthStatus(t, s.baseURL, service); status != 1 {
+			if status := apitest.GRPCHealthStatus(t, s.BaseURL, service); status != 1 {
 				t.Fatalf("status %d, want SERVING (1)", status)
 			}
 		})
@@ -833,7 +833,7 @@ func TestRPCHealthCheck(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res := s.do(t, apitest.H2CClient, request{Method: "POST", Path: "/grpc.health.v1.Health/Check", Header: apitest.JSONBody, Body: tc.body})
+			res := s.Do(t, apitest.H2CClient, request{Method: "POST", Path: "/grpc.health.v1.Health/Check", Header: apitest.JSONBody, Body: tc.body})
 			if res.Status != tc.status {
 				t.Fatalf("Check %s: %d %s, want %d", tc.body, res.Status, res.Body, tc.status)
 			}
@@ -857,7 +857,7 @@ func TestRPCRefusalsComeInTheCallersProtocol(t *testing.T) {
 	s := startServer(t)
 	for _, p := range apitest.RPCProtocols {
 		t.Run(p.Name, func(t *testing.T) {
-			_, err := s.rpcClient(p, "").CreateUser(t.Context(), &usersv1.CreateUserRequest{User: &usersv1.User{Name: "x"}})
+			_, err := s.RPCClient(p, "").CreateUser(t.Context(), &usersv1.CreateUserRequest{User: &usersv1.User{Name: "x"}})
 			var ce *connect.Error
 			if !errors.As(err, &ce) || ce.Code() != connect.CodeUnauthenticated ||
 				ce.Message() != "a valid API key is required in the x-api-key header" {

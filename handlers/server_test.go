@@ -9,9 +9,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"connectrpc.com/connect"
-
-	"usersd/gen/users/v1/usersv1connect"
 	"usersd/internal/apitest"
 	"usersd/store/sqlstore"
 )
@@ -21,9 +18,9 @@ import (
 // talk to, over every protocol. The real program (settings, the server's limits, signals, crashes)
 // is cmd/usersd's to test.
 type testServer struct {
-	baseURL string
-	service *Service
-	logs    *apitest.Logs // the service's log and access log, unless the test gave a logger
+	apitest.Server // where it listens, and how a test talks to it
+	service        *Service
+	logs           *apitest.Logs // the service's log and access log, unless the test gave a logger
 }
 
 // startServer serves New's handler with the test key and a fresh database; it stops when the test
@@ -67,7 +64,7 @@ func startServerWith(t *testing.T, cfg Config) *testServer {
 		svc.EndWatches()
 		srv.Close()
 	})
-	return &testServer{baseURL: srv.URL, service: svc, logs: logs}
+	return &testServer{Server: apitest.Server{BaseURL: srv.URL}, service: svc, logs: logs}
 }
 
 // The requests and answers of every test here, as apitest sends and reads them.
@@ -75,23 +72,6 @@ type (
 	request  = apitest.Request
 	response = apitest.Response
 )
-
-// do sends req to the server with client and reads the whole answer.
-func (s *testServer) do(t *testing.T, client *http.Client, req request) response {
-	t.Helper()
-	return apitest.Do(t, client, s.baseURL, req)
-}
-
-// rpcClient returns a generated Users client of the server that speaks p; key "" sends no key.
-func (s *testServer) rpcClient(p apitest.RPCProtocol, key string, extra ...connect.ClientOption) usersv1connect.UsersClient {
-	return apitest.RPCClient(s.baseURL, p, key, extra...)
-}
-
-// createUser creates a user over REST and returns its JSON body decoded.
-func (s *testServer) createUser(t *testing.T, name, role string) map[string]any {
-	t.Helper()
-	return apitest.CreateUser(t, s.baseURL, name, role)
-}
 
 // TestMain fails the package if any answer that a test read did not keep the REST contract.
 func TestMain(m *testing.M) {

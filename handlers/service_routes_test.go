@@ -17,14 +17,14 @@ func TestServiceRoutes(t *testing.T) {
 			c := tr.Client
 
 			t.Run("health answers exactly ok true", func(t *testing.T) {
-				res := s.do(t, c, request{Method: "GET", Path: "/health"})
+				res := s.Do(t, c, request{Method: "GET", Path: "/health"})
 				if res.Status != 200 || string(res.Body) != `{"ok":true}` {
 					t.Fatalf("%d %s", res.Status, res.Body)
 				}
 			})
 
 			t.Run("info describes the request and redacts credentials", func(t *testing.T) {
-				res := s.do(t, c, request{Method: "GET", Path: "/info?x=1", Header: map[string]string{
+				res := s.Do(t, c, request{Method: "GET", Path: "/info?x=1", Header: map[string]string{
 					"X-Api-Key": "secret-1", "Authorization": "Bearer secret-2", "Proxy-Authorization": "Basic secret-3",
 					"Cookie": "session=secret-4", "X-Custom": "visible",
 				}})
@@ -50,7 +50,7 @@ func TestServiceRoutes(t *testing.T) {
 			})
 
 			t.Run("info joins several values of one header", func(t *testing.T) {
-				r, _ := http.NewRequest("GET", s.baseURL+"/info", nil)
+				r, _ := http.NewRequest("GET", s.BaseURL+"/info", nil)
 				r.Header.Add("X-Multi", "a")
 				r.Header.Add("X-Multi", "b")
 				res, err := c.Do(r)
@@ -66,18 +66,18 @@ func TestServiceRoutes(t *testing.T) {
 			})
 
 			t.Run("echo sends back any JSON without a key", func(t *testing.T) {
-				res := s.do(t, c, request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: `{"a": [1, "two", null], "b": {"c": true}}`})
+				res := s.Do(t, c, request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: `{"a": [1, "two", null], "b": {"c": true}}`})
 				if res.Status != 200 || string(res.Body) != `{"youSent":{"a":[1,"two",null],"b":{"c":true}}}` {
 					t.Fatalf("%d %s", res.Status, res.Body)
 				}
-				scalar := s.do(t, c, request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: `42`})
+				scalar := s.Do(t, c, request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: `42`})
 				if scalar.Status != 200 || string(scalar.Body) != `{"youSent":42}` {
 					t.Fatalf("%d %s", scalar.Status, scalar.Body)
 				}
 			})
 
 			t.Run("private answers with the key", func(t *testing.T) {
-				res := s.do(t, c, request{Method: "GET", Path: "/private", Key: true})
+				res := s.Do(t, c, request{Method: "GET", Path: "/private", Key: true})
 				var body map[string]any
 				json.Unmarshal(res.Body, &body)
 				if _, isNumber := body["secretData"].(float64); res.Status != 200 || !isNumber || len(body) != 1 {
@@ -86,7 +86,7 @@ func TestServiceRoutes(t *testing.T) {
 			})
 
 			t.Run("boom is a fixed 500 and its detail is logged with the request id", func(t *testing.T) {
-				res := s.do(t, c, request{Method: "GET", Path: "/boom"})
+				res := s.Do(t, c, request{Method: "GET", Path: "/boom"})
 				if res.Status != 500 || string(res.Body) != `{"error":"Internal Server Error"}` {
 					t.Fatalf("%d %s", res.Status, res.Body)
 				}
@@ -98,11 +98,11 @@ func TestServiceRoutes(t *testing.T) {
 			})
 
 			t.Run("the page is served at the root", func(t *testing.T) {
-				res := s.do(t, c, request{Method: "GET", Path: "/"})
+				res := s.Do(t, c, request{Method: "GET", Path: "/"})
 				if res.Status != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") || !strings.Contains(string(res.Body), "<title>Users · usersd</title>") {
 					t.Fatalf("%d %s %.80s", res.Status, res.Header.Get("Content-Type"), res.Body)
 				}
-				index := s.do(t, c, request{Method: "GET", Path: "/index.html"}) // redirected to "/", which the client follows
+				index := s.Do(t, c, request{Method: "GET", Path: "/index.html"}) // redirected to "/", which the client follows
 				if index.Status != 200 || string(index.Body) != string(res.Body) {
 					t.Fatalf("/index.html: %d, want the page", index.Status)
 				}
@@ -118,7 +118,7 @@ func TestRequestIDs(t *testing.T) {
 	sent := map[string]string{"X-Request-Id": "lb-1234.abc"}
 	t.Run("made by the service", func(t *testing.T) {
 		s := startServer(t)
-		res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health", Header: sent})
+		res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health", Header: sent})
 		id := res.Header.Get("X-Request-Id")
 		if len(id) != 24 || id == "lb-1234.abc" {
 			t.Fatalf("a client's X-Request-Id became the id: got %q", id)
@@ -130,13 +130,13 @@ func TestRequestIDs(t *testing.T) {
 	})
 	t.Run("trusted from a proxy", func(t *testing.T) {
 		s := startServerWith(t, Config{TrustRequestID: true})
-		if got := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health", Header: sent}).Header.Get("X-Request-Id"); got != "lb-1234.abc" {
+		if got := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health", Header: sent}).Header.Get("X-Request-Id"); got != "lb-1234.abc" {
 			t.Fatalf("a sane id from a trusted proxy is kept: got %q", got)
 		}
 		if line := waitForAccessLine(t, s, "lb-1234.abc"); line["client_request_id"] != nil {
 			t.Fatalf("a trusted id is logged twice: %v", line)
 		}
-		forged := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health", Header: map[string]string{"X-Request-Id": `x" "level":"ERROR`}})
+		forged := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health", Header: map[string]string{"X-Request-Id": `x" "level":"ERROR`}})
 		id := forged.Header.Get("X-Request-Id")
 		if len(id) != 24 {
 			t.Fatalf("an unsafe id is replaced: got %q", id)

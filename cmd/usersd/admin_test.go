@@ -16,7 +16,7 @@ func adminServer(t *testing.T, s *testServer) *testServer {
 	if len(lines) != 1 {
 		t.Fatalf("want one admin listening line, got %d; logs:\n%s", len(lines), s.logs)
 	}
-	return &testServer{baseURL: fmt.Sprintf("http://%s", lines[0]["addr"])}
+	return &testServer{Server: apitest.Server{BaseURL: fmt.Sprintf("http://%s", lines[0]["addr"])}}
 }
 
 // TestTheAdminListenerServesMetricsAndTheProfiler: -admin-addr serves /metrics and net/http/pprof
@@ -27,7 +27,7 @@ func TestTheAdminListenerServesMetricsAndTheProfiler(t *testing.T) {
 		t.Run(variable, func(t *testing.T) {
 			s := startServerOn(t, t.TempDir()+"/users.db", map[string]string{variable: "127.0.0.1:0"})
 			admin := adminServer(t, s)
-			metrics := admin.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/metrics"})
+			metrics := admin.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/metrics"})
 			if metrics.Status != http.StatusOK {
 				t.Fatalf("GET /metrics: %d", metrics.Status)
 			}
@@ -36,11 +36,11 @@ func TestTheAdminListenerServesMetricsAndTheProfiler(t *testing.T) {
 					t.Errorf("/metrics has no %s", name)
 				}
 			}
-			if res := admin.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/debug/pprof/cmdline"}); res.Status != http.StatusOK {
+			if res := admin.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/debug/pprof/cmdline"}); res.Status != http.StatusOK {
 				t.Errorf("GET /debug/pprof/cmdline on the admin listener: %d, want 200", res.Status)
 			}
 			for _, path := range []string{"/metrics", "/debug/pprof/cmdline"} {
-				if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: path}); res.Status != http.StatusNotFound {
+				if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: path}); res.Status != http.StatusNotFound {
 					t.Errorf("the service port answers %s with %d, want 404", path, res.Status)
 				}
 			}

@@ -133,9 +133,9 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 	ctx := newBrowser(t)
 	s := startServer(t)
 	for i, name := range []string{"Ada", "Barbara", "Claude", "Dennis", "Edsger", "Frances", "Grace", "Hedy", "Ivan", "Jean", "Ken", "Linus"} {
-		s.createUser(t, name, []string{"engineer", "scientist", "admin"}[i%3])
+		s.CreateUser(t, name, []string{"engineer", "scientist", "admin"}[i%3])
 	}
-	rpc := s.rpcClient(apitest.RPCProtocolNamed(t, "Connect binary"), "")
+	rpc := s.RPCClient(apitest.RPCProtocolNamed(t, "Connect binary"), "")
 	p := browserPage{t: t, ctx: ctx}
 
 	// Each step works on what the one before left: stop at the first that fails.
@@ -145,7 +145,7 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 		}
 	}
 
-	p.do("open the page", chromedp.Navigate(s.baseURL+"/"))
+	p.do("open the page", chromedp.Navigate(s.BaseURL+"/"))
 	p.waitFor("the first page of users", `document.querySelectorAll("#user-rows tr[data-user-id]").length === 10`)
 	if info := p.text("page-info"); info != "Page 1 of 2 (12 users)" {
 		t.Fatalf("page info %q", info)
@@ -283,7 +283,7 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 	step("a service error is shown in words: an edit that lost a race", func(t *testing.T) {
 		p := browserPage{t: t, ctx: ctx}
 		// Someone else changes the user while the page shows it.
-		other := s.rpcClient(apitest.RPCProtocolNamed(t, "Connect binary"), apitest.Key)
+		other := s.RPCClient(apitest.RPCProtocolNamed(t, "Connect binary"), apitest.Key)
 		_, err := other.UpdateUser(t.Context(), &usersv1.UpdateUserRequest{Id: created.GetId(), User: &usersv1.User{Role: "elsewhere"}})
 		apitest.RPCMust(t, "UpdateUser", err)
 		p.fill(`#edit-form input[name=role]`, "mine")

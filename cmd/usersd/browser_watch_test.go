@@ -16,10 +16,10 @@ import (
 func TestTheBrowserPageShowsChangesLive(t *testing.T) {
 	ctx := newBrowser(t)
 	s := startServer(t)
-	s.createUser(t, "Ada", "engineer")
+	s.CreateUser(t, "Ada", "engineer")
 	p := browserPage{t: t, ctx: ctx}
 
-	p.do("open the page", chromedp.Navigate(s.baseURL+"/"))
+	p.do("open the page", chromedp.Navigate(s.BaseURL+"/"))
 	p.waitFor("the list", `document.querySelectorAll("#user-rows tr[data-user-id]").length === 1`)
 	// Only a stream that has started receives what follows; before it, a reload would show it.
 	p.waitFor("the watch to start", `document.getElementById("live").dataset.state === "live"`)
@@ -39,7 +39,7 @@ func TestTheBrowserPageShowsChangesLive(t *testing.T) {
 	step("a user created elsewhere appears", func(t *testing.T) {
 		p := browserPage{t: t, ctx: ctx}
 		start := time.Now()
-		id = int(s.createUser(t, "Grace", "admiral")["id"].(float64))
+		id = int(s.CreateUser(t, "Grace", "admiral")["id"].(float64))
 		p.waitFor("the new user in the list", row(id)+`?.querySelector("button.link")?.textContent === "Grace"`)
 		t.Logf("shown %v after the create", time.Since(start).Round(time.Millisecond))
 		if info := p.text("page-info"); info != "Page 1 of 1 (2 users)" {
@@ -49,7 +49,7 @@ func TestTheBrowserPageShowsChangesLive(t *testing.T) {
 
 	step("a user updated elsewhere changes", func(t *testing.T) {
 		p := browserPage{t: t, ctx: ctx}
-		res := s.do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: fmt.Sprintf("/users/%d", id), Key: true,
+		res := s.Do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: fmt.Sprintf("/users/%d", id), Key: true,
 			Header: map[string]string{"Content-Type": "application/merge-patch+json"},
 			Body:   `{"name": "Grace Hopper", "role": "rear admiral"}`})
 		if res.Status != http.StatusOK {
@@ -61,7 +61,7 @@ func TestTheBrowserPageShowsChangesLive(t *testing.T) {
 
 	step("a user deleted elsewhere disappears", func(t *testing.T) {
 		p := browserPage{t: t, ctx: ctx}
-		if res := s.do(t, apitest.HTTP1Client, request{Method: "DELETE", Path: fmt.Sprintf("/users/%d", id), Key: true}); res.Status != http.StatusNoContent {
+		if res := s.Do(t, apitest.HTTP1Client, request{Method: "DELETE", Path: fmt.Sprintf("/users/%d", id), Key: true}); res.Status != http.StatusNoContent {
 			t.Fatalf("DELETE: %d %s", res.Status, res.Body)
 		}
 		p.waitFor("the user to leave the list", row(id)+` === null`)

@@ -63,7 +63,7 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 		for i := range 8 {
 			client := apitest.Transports[i%len(apitest.Transports)].Client
 			wg.Go(func() {
-				runLoadWorker(ctx, fmt.Sprintf("round %d writer %d", round, i), restLoad{s.baseURL, client}, ledger)
+				runLoadWorker(ctx, fmt.Sprintf("round %d writer %d", round, i), restLoad{s.BaseURL, client}, ledger)
 			})
 		}
 		time.Sleep(time.Duration(200+rand.IntN(800)) * time.Millisecond)
@@ -96,7 +96,7 @@ func TestSIGTERMLetsStartedRequestsFinish(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 16 {
 		client := apitest.Transports[i%len(apitest.Transports)].Client
-		wg.Go(func() { runLoadWorker(ctx, fmt.Sprintf("writer %d", i), restLoad{s.baseURL, client}, ledger) })
+		wg.Go(func() { runLoadWorker(ctx, fmt.Sprintf("writer %d", i), restLoad{s.BaseURL, client}, ledger) })
 	}
 
 	// Slow creates: their headers arrive before the signal and their bodies over a second after it.
@@ -111,7 +111,7 @@ func TestSIGTERMLetsStartedRequestsFinish(t *testing.T) {
 	for i := range slow {
 		go func() {
 			body := &trickle{text: fmt.Sprintf(`{"name":"slow %d", "role": "patient"}`, i), every: 40 * time.Millisecond, started: started}
-			req, _ := http.NewRequest("POST", s.baseURL+"/users", body)
+			req, _ := http.NewRequest("POST", s.BaseURL+"/users", body)
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("x-api-key", apitest.Key)
 			req.ContentLength = int64(len(body.text))
@@ -164,7 +164,7 @@ func TestSIGTERMLetsStartedRequestsFinish(t *testing.T) {
 	verifyLedger(t, again, ledger)
 	for _, body := range kept {
 		id := apitest.IDOf(t, apitest.DecodeObject(t, []byte(body)))
-		if res := again.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != http.StatusOK {
+		if res := again.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != http.StatusOK {
 			t.Errorf("the slow create %s is gone after the restart: %d", body, res.Status)
 		}
 	}
@@ -200,7 +200,7 @@ func TestAnAcknowledgedKeyedCreateSurvivesSIGKILL(t *testing.T) {
 	dbPath := filepath.Join(t.TempDir(), "users.db")
 	cmd, s, _ := startProcess(t, dbPath)
 	create := request{Method: "POST", Path: "/users", Header: apitest.Keyed("before-the-crash"), Body: `{"name":"durable"}`, Key: true}
-	first := s.do(t, apitest.HTTP1Client, create)
+	first := s.Do(t, apitest.HTTP1Client, create)
 	if first.Status != http.StatusCreated {
 		t.Fatalf("create: %d %s", first.Status, first.Body)
 	}
@@ -210,8 +210,8 @@ func TestAnAcknowledgedKeyedCreateSurvivesSIGKILL(t *testing.T) {
 	cmd.Wait()
 
 	_, restarted, _ := startProcess(t, dbPath)
-	apitest.WantReplay(t, first, restarted.do(t, apitest.HTTP1Client, create))
-	if n := apitest.UserCount(t, restarted.baseURL); n != "1" {
+	apitest.WantReplay(t, first, restarted.Do(t, apitest.HTTP1Client, create))
+	if n := apitest.UserCount(t, restarted.BaseURL); n != "1" {
 		t.Fatalf("%s users after the crash and the repeat, want 1", n)
 	}
 }

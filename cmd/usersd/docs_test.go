@@ -31,7 +31,7 @@ document.addEventListener("securitypolicyviolation", e => window.cspViolations.p
 		t.Fatal(err)
 	}
 	p := browserPage{t: t, ctx: ctx}
-	p.do("open /docs", chromedp.Navigate(s.baseURL+"/docs"), // redirected to /docs/
+	p.do("open /docs", chromedp.Navigate(s.BaseURL+"/docs"), // redirected to /docs/
 		chromedp.WaitVisible(chromedp.CSS(".opblock")))
 	operations := eval[int](p, `document.querySelectorAll(".opblock").length`)
 	paths := eval[string](p, `[...document.querySelectorAll(".opblock-summary-path")].map(e => e.textContent).join(" ")`)
@@ -74,7 +74,7 @@ func TestTheAPIReferenceIsServedCompressedOrNot(t *testing.T) {
 		{"gzip;q=0, identity", "", plain},
 		{"*", "gzip", want},
 	} {
-		req, _ := http.NewRequest("GET", s.baseURL+"/docs/swagger-ui-bundle.js", nil)
+		req, _ := http.NewRequest("GET", s.BaseURL+"/docs/swagger-ui-bundle.js", nil)
 		req.Header.Set("Accept-Encoding", tc.acceptEncoding)
 		res, err := raw.Do(req)
 		if err != nil {
@@ -91,7 +91,7 @@ func TestTheAPIReferenceIsServedCompressedOrNot(t *testing.T) {
 				res.Header.Get("Content-Type"), res.Header.Get("Vary"), res.Header.Get("ETag"))
 		}
 	}
-	page := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/"})
+	page := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/"})
 	if !bytes.Contains(page.Body, []byte(`href="/docs/"`)) {
 		t.Error("the browser page does not link to /docs/")
 	}

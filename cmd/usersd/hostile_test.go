@@ -57,19 +57,19 @@ type hostileCase struct {
 // TestRESTRejectsBadRequests covers the ordinary bad requests; none of its cases is repeated here.
 func TestHostileInputs(t *testing.T) {
 	s := startServer(t)
-	existing := apitest.IDOf(t, s.createUser(t, "existing", "admin"))
+	existing := apitest.IDOf(t, s.CreateUser(t, "existing", "admin"))
 	user := fmt.Sprintf("/users/%d", existing)
 	posts := user + "/posts"
-	if res := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"title":"kept"}`}); res.Status != http.StatusCreated {
+	if res := s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: posts, Header: apitest.JSONBody, Key: true, Body: `{"title":"kept"}`}); res.Status != http.StatusCreated {
 		t.Fatalf("seed post: %d %s", res.Status, res.Body)
 	}
-	before := apitest.Snapshot(t, s.baseURL, existing)
+	before := apitest.Snapshot(t, s.BaseURL, existing)
 
 	h1 := func(req request) func(*testing.T) response {
-		return func(t *testing.T) response { t.Helper(); return s.do(t, apitest.HTTP1Client, req) }
+		return func(t *testing.T) response { t.Helper(); return s.Do(t, apitest.HTTP1Client, req) }
 	}
 	h2 := func(req request) func(*testing.T) response {
-		return func(t *testing.T) response { t.Helper(); return s.do(t, apitest.H2CClient, req) }
+		return func(t *testing.T) response { t.Helper(); return s.Do(t, apitest.H2CClient, req) }
 	}
 	raw := func(text string) func(*testing.T) response {
 		return func(t *testing.T) response { t.Helper(); return s.rawHTTP1(t, text, false) }
@@ -348,16 +348,16 @@ func TestHostileInputs(t *testing.T) {
 		})
 	}
 
-	if after := apitest.Snapshot(t, s.baseURL, existing); after != before {
+	if after := apitest.Snapshot(t, s.BaseURL, existing); after != before {
 		t.Fatalf("hostile requests changed the store:\nbefore %s\nafter  %s", before, after)
 	}
 	t.Run("the server still answers normal requests", func(t *testing.T) {
 		for _, tr := range apitest.Transports {
-			if res := s.do(t, tr.Client, request{Method: "GET", Path: user}); res.Status != http.StatusOK {
+			if res := s.Do(t, tr.Client, request{Method: "GET", Path: user}); res.Status != http.StatusOK {
 				t.Errorf("%s: GET %s: %d %s", tr.Name, user, res.Status, res.Body)
 			}
 		}
-		if answers := apitest.RawGRPC(t, s.baseURL, connectPath+"GetUser", getUserMsg); len(answers) != 1 {
+		if answers := apitest.RawGRPC(t, s.BaseURL, connectPath+"GetUser", getUserMsg); len(answers) != 1 {
 			t.Errorf("gRPC GetUser: %d answers", len(answers))
 		}
 	})
@@ -426,7 +426,7 @@ func hostileGRPCOverHTTP1(method, body string) string {
 // Unlike apitest.RawGRPC it accepts any answer, for calls that must fail.
 func (s *testServer) rawGRPCAnswer(t *testing.T, path string, header map[string]string, body []byte) response {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "POST", s.baseURL+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(t.Context(), "POST", s.BaseURL+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +458,7 @@ func (s *testServer) rawGRPCAnswer(t *testing.T, path string, header map[string]
 // must not lose its answer to a blocked writer.
 func (s *testServer) rawHTTP1(t *testing.T, text string, halfClose bool) response {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(s.baseURL, "http://"), 5*time.Second)
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(s.BaseURL, "http://"), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

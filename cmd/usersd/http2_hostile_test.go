@@ -80,7 +80,7 @@ func TestHTTP2ClientThatNeverReadsIsCutOff(t *testing.T) {
 	}
 	before := runtime.NumGoroutine()
 
-	c := dialRawH2C(t, s.baseURL)
+	c := dialRawH2C(t, s.BaseURL)
 	const streams = 100 // about 100 x 130 KB: more than the socket buffers on both sides hold
 	for range streams {
 		c.get(t, "/app.js")
@@ -130,15 +130,15 @@ func TestHTTP2ClientThatNeverReadsIsCutOff(t *testing.T) {
 // already rolled back, which once went out as internal errors.
 func TestRapidResetsOnListsAreNotFaults(t *testing.T) {
 	s := startServer(t)
-	user := apitest.IDOf(t, s.createUser(t, "poster", "editor"))
+	user := apitest.IDOf(t, s.CreateUser(t, "poster", "editor"))
 	for i := range 30 {
-		s.createUser(t, fmt.Sprint("user ", i), "viewer")
-		resp := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: fmt.Sprintf("/users/%d/posts", user), Header: map[string]string{"Content-Type": "application/json"}, Body: fmt.Sprintf(`{"title":"post %d"}`, i), Key: true})
+		s.CreateUser(t, fmt.Sprint("user ", i), "viewer")
+		resp := s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: fmt.Sprintf("/users/%d/posts", user), Header: map[string]string{"Content-Type": "application/json"}, Body: fmt.Sprintf(`{"title":"post %d"}`, i), Key: true})
 		if resp.Status != http.StatusCreated {
 			t.Fatalf("create post: %d %s", resp.Status, resp.Body)
 		}
 	}
-	c := dialRawH2C(t, s.baseURL)
+	c := dialRawH2C(t, s.BaseURL)
 	go io.Copy(io.Discard, c.conn) // read and drop whatever the server still sends
 	const resets = 6000
 	paths := []string{fmt.Sprintf("/users/%d/posts?limit=100", user), "/users?limit=100&sort=-createdAt", "/users?role=viewer&limit=100"}
@@ -149,7 +149,7 @@ func TestRapidResetsOnListsAreNotFaults(t *testing.T) {
 		}
 	}
 	// The connection still works: a last request on a fresh connection is answered.
-	if resp := s.do(t, apitest.H2CClient, request{Method: "GET", Path: "/users?limit=1"}); resp.Status != http.StatusOK {
+	if resp := s.Do(t, apitest.H2CClient, request{Method: "GET", Path: "/users?limit=1"}); resp.Status != http.StatusOK {
 		t.Fatalf("after the resets: %d %s", resp.Status, resp.Body)
 	}
 	time.Sleep(500 * time.Millisecond) // let the last cancelled handlers log
@@ -170,13 +170,13 @@ func TestReadsThatOutliveTheirDeadlineAre504(t *testing.T) {
 	dbPath := t.TempDir() + "/users.db"
 	seeder := startServerOn(t, dbPath, nil)
 	for i := range 100 {
-		seeder.createUser(t, fmt.Sprint("user ", i), "viewer")
+		seeder.CreateUser(t, fmt.Sprint("user ", i), "viewer")
 	}
 	seeder.stop()
 	s := startServerOn(t, dbPath, map[string]string{"USERS_REQUEST_TIMEOUT": "300us"})
 	answers := map[int]int{}
 	for i := 0; i < 3000 && answers[http.StatusGatewayTimeout] < 20; i++ {
-		resp := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users?limit=100&role=viewer&sort=-name"})
+		resp := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users?limit=100&role=viewer&sort=-name"})
 		answers[resp.Status]++
 		if resp.Status != http.StatusOK && resp.Status != http.StatusGatewayTimeout {
 			t.Fatalf("a list past its deadline answered %d %s; want 200 or 504", resp.Status, resp.Body)
@@ -194,7 +194,7 @@ func TestReadsThatOutliveTheirDeadlineAre504(t *testing.T) {
 func TestHTTP2PeerThatVanishedIsClosed(t *testing.T) {
 	const pingTimeout = 500 * time.Millisecond
 	s := startServerOn(t, t.TempDir()+"/users.db", map[string]string{"USERS_HTTP2_PING_TIMEOUT": pingTimeout.String()})
-	c := dialRawH2C(t, s.baseURL)
+	c := dialRawH2C(t, s.BaseURL)
 	start := time.Now()
 	c.conn.SetReadDeadline(start.Add(10 * time.Second))
 	var pingedAfter time.Duration

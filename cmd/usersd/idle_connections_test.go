@@ -61,7 +61,7 @@ func TestTenThousandIdleConnectionsCostLittleMoreThanABareServer(t *testing.T) {
 	needOpenFiles(t, idleConnections+1000)
 	adminAddr := freeLoopbackAddr(t)
 	cmd, s, _ := startProcess(t, filepath.Join(t.TempDir(), "users.db"), "-admin-addr", adminAddr)
-	usersd := holdIdleConnections(t, cmd, s.baseURL, "http://"+adminAddr)
+	usersd := holdIdleConnections(t, cmd, s.BaseURL, "http://"+adminAddr)
 
 	bare := exec.Command(os.Args[0], "-test.run=^$")
 	bare.Env = append(os.Environ(), bareServerEnv+"=1")

@@ -34,10 +34,10 @@ type loadClient interface {
 // loadClients returns one client of each kind for s, named.
 func loadClients(t *testing.T, s *testServer) map[string]loadClient {
 	return map[string]loadClient{
-		"REST HTTP/1.1":  restLoad{s.baseURL, apitest.HTTP1Client},
-		"REST h2c":       restLoad{s.baseURL, apitest.H2CClient},
-		"Connect binary": rpcLoad{s.rpcClient(apitest.RPCProtocolNamed(t, "Connect binary"), apitest.Key)},
-		"gRPC":           rpcLoad{s.rpcClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key)},
+		"REST HTTP/1.1":  restLoad{s.BaseURL, apitest.HTTP1Client},
+		"REST h2c":       restLoad{s.BaseURL, apitest.H2CClient},
+		"Connect binary": rpcLoad{s.RPCClient(apitest.RPCProtocolNamed(t, "Connect binary"), apitest.Key)},
+		"gRPC":           rpcLoad{s.RPCClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key)},
 	}
 }
 
@@ -248,7 +248,7 @@ func runLoadWorker(ctx context.Context, who string, c loadClient, ledger *loadLe
 // name and none of the acknowledged deletes.
 func verifyLedger(t *testing.T, s *testServer, ledger *loadLedger) {
 	t.Helper()
-	reader := restLoad{s.baseURL, apitest.HTTP1Client}
+	reader := restLoad{s.BaseURL, apitest.HTTP1Client}
 	for id, want := range ledger.names {
 		if ledger.inDoubt[id] {
 			continue

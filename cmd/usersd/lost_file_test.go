@@ -58,7 +58,7 @@ func TestALostSQLiteFileStopsTheService(t *testing.T) {
 			cmd, s, logs := startProcess(t, path)
 			var acknowledged []int
 			for i := range 5 {
-				acknowledged = append(acknowledged, apitest.IDOf(t, s.createUser(t, fmt.Sprint("before ", i), "")))
+				acknowledged = append(acknowledged, apitest.IDOf(t, s.CreateUser(t, fmt.Sprint("before ", i), "")))
 			}
 
 			c.takeAway(t, path)
@@ -71,7 +71,7 @@ func TestALostSQLiteFileStopsTheService(t *testing.T) {
 				first, second = health, create
 			}
 			for _, req := range []request{first, second, create, {Method: "GET", Path: "/users"}} {
-				res := s.do(t, apitest.HTTP1Client, req)
+				res := s.Do(t, apitest.HTTP1Client, req)
 				if res.Status != http.StatusServiceUnavailable {
 					t.Fatalf("%s %s, %s: %d %s, want 503", req.Method, req.Path, c.name, res.Status, res.Body)
 				}
@@ -101,15 +101,15 @@ func TestALostSQLiteFileStopsTheService(t *testing.T) {
 			}
 			_, again, _ := startProcess(t, path)
 			for _, id := range acknowledged {
-				if res := again.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != http.StatusOK {
+				if res := again.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != http.StatusOK {
 					t.Fatalf("user %d, acknowledged before the %s: %d %s", id, c.name, res.Status, res.Body)
 				}
 			}
-			retried := again.do(t, apitest.HTTP1Client, create)
+			retried := again.Do(t, apitest.HTTP1Client, create)
 			if retried.Status != http.StatusCreated {
 				t.Fatalf("the create retried after the restart: %d %s", retried.Status, retried.Body)
 			}
-			list := again.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"})
+			list := again.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"})
 			if got, want := list.Header.Get("X-Total-Count"), strconv.Itoa(len(acknowledged)+1); got != want {
 				t.Fatalf("after the restart %s users, want %s: the acknowledged ones and one of the retried create\n%s", got, want, list.Body)
 			}

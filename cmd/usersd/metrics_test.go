@@ -21,7 +21,7 @@ import (
 // scrape reads /metrics from the admin listener of s.
 func scrape(t *testing.T, admin *testServer) map[string]*dto.MetricFamily {
 	t.Helper()
-	res := admin.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/metrics"})
+	res := admin.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/metrics"})
 	if res.Status != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", res.Status)
 	}
@@ -90,22 +90,22 @@ func seriesCount(families map[string]*dto.MetricFamily) int {
 func TestMetricsCountRequestsByRouteProtocolAndCode(t *testing.T) {
 	s := startServerOn(t, t.TempDir()+"/users.db", map[string]string{"USERS_ADMIN_ADDR": "127.0.0.1:0"})
 	admin := adminServer(t, s)
-	id := apitest.IDOf(t, s.createUser(t, "ada", "admin"))
+	id := apitest.IDOf(t, s.CreateUser(t, "ada", "admin"))
 
-	s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)})
-	s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users/999999"})
-	s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/no/such/thing"})
-	s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Body: `{"name":"x"}`})
-	s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Body: `{"name":"x"}`,
+	s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)})
+	s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users/999999"})
+	s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/no/such/thing"})
+	s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Body: `{"name":"x"}`})
+	s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Body: `{"name":"x"}`,
 		Header: map[string]string{"Content-Type": "application/json", "x-api-key": "wrong"}})
 	for range 2 { // the second is a replay
-		s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Body: `{"name":"kept"}`, Key: true,
+		s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Body: `{"name":"kept"}`, Key: true,
 			Header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": `"k-1"`}})
 	}
-	s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Body: `{"name":"other"}`, Key: true,
+	s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Body: `{"name":"other"}`, Key: true,
 		Header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": `"k-1"`}})
 	for _, p := range apitest.RPCProtocols {
-		client := s.rpcClient(p, "")
+		client := s.RPCClient(p, "")
 		if _, err := client.GetUser(context.Background(), &usersv1.GetUserRequest{Id: int32(id)}); err != nil {
 			t.Fatalf("%s GetUser: %v", p.Name, err)
 		}
@@ -116,9 +116,9 @@ func TestMetricsCountRequestsByRouteProtocolAndCode(t *testing.T) {
 	}
 
 	// Refused before the method runs: by connect, which cannot read the message, and by the key check.
-	s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users.v1.Users/GetUser", Header: apitest.JSONBody, Body: `{"id":`})
-	s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users.v1.Users/CreateUser", Header: apitest.JSONBody, Body: `{"name":"x"}`})
-	s.do(t, apitest.H2CClient, request{Method: "POST", Path: "/users.v1.Users/GetUser", Body: "\x00\x00\x00\x00\x02\xff\xff",
+	s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users.v1.Users/GetUser", Header: apitest.JSONBody, Body: `{"id":`})
+	s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users.v1.Users/CreateUser", Header: apitest.JSONBody, Body: `{"name":"x"}`})
+	s.Do(t, apitest.H2CClient, request{Method: "POST", Path: "/users.v1.Users/GetUser", Body: "\x00\x00\x00\x00\x02\xff\xff",
 		Header: map[string]string{"Content-Type": "application/grpc", "TE": "trailers"}}) // a message of two bytes that are no protobuf
 
 	families := scrape(t, admin)
@@ -199,7 +199,7 @@ func TestUnknownPathsAndIDsAddNoSeries(t *testing.T) {
 	}
 	send := func(r *rand.Rand, kind int) error {
 		method, path := kinds[kind](r)
-		req, err := http.NewRequest(method, s.baseURL+path, nil)
+		req, err := http.NewRequest(method, s.BaseURL+path, nil)
 		if err != nil {
 			return err
 		}

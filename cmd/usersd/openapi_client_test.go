@@ -55,7 +55,7 @@ func TestAClientGeneratedFromTheDocumentWorks(t *testing.T) {
 		t.Fatal(err)
 	}
 	run("generate the client's types from /openapi.json", nil,
-		filepath.Join(bin, "openapi-typescript"), s.baseURL+"/openapi.json", "-o", "schema.d.ts")
+		filepath.Join(bin, "openapi-typescript"), s.BaseURL+"/openapi.json", "-o", "schema.d.ts")
 	tsconfig := `{"compilerOptions": {"strict": true, "noEmit": true, "target": "es2022", "module": "esnext",
 		"moduleResolution": "bundler", "types": [], "lib": ["es2022", "dom"],
 		"paths": {"openapi-fetch": ["` + filepath.Join(modules, "openapi-fetch") + `"]}},
@@ -66,7 +66,7 @@ func TestAClientGeneratedFromTheDocumentWorks(t *testing.T) {
 	run("type-check the client against the generated types", nil, filepath.Join(bin, "tsc"), "-p", "tsconfig.json")
 	run("bundle the client", []string{"NODE_PATH=" + modules}, filepath.Join(bin, "esbuild"), "client-test.ts",
 		"--bundle", "--platform=node", "--format=esm", "--outfile=client-test.mjs")
-	out := run("run the client against the binary", []string{"USERSD_URL=" + s.baseURL, "USERSD_KEY=" + apitest.Key},
+	out := run("run the client against the binary", []string{"USERSD_URL=" + s.BaseURL, "USERSD_KEY=" + apitest.Key},
 		node, "client-test.mjs")
 	if !strings.Contains(out, ": ok") {
 		t.Fatalf("the client did not finish: %s", out)

@@ -13,7 +13,7 @@ func TestTheOpenAPIDocumentIsServed(t *testing.T) {
 	s := startServer(t)
 	for _, tr := range apitest.Transports {
 		t.Run(tr.Name, func(t *testing.T) {
-			res := s.do(t, tr.Client, request{Method: "GET", Path: "/openapi.json"})
+			res := s.Do(t, tr.Client, request{Method: "GET", Path: "/openapi.json"})
 			if res.Status != http.StatusOK || !bytes.Equal(res.Body, openapi.Document()) {
 				t.Fatalf("GET /openapi.json: %d, %d bytes; want 200 and the embedded document (%d bytes)", res.Status, len(res.Body), len(openapi.Document()))
 			}
@@ -21,7 +21,7 @@ func TestTheOpenAPIDocumentIsServed(t *testing.T) {
 				t.Errorf("Content-Type %q, want application/json", got)
 			}
 			tag := res.Header.Get("ETag")
-			again := s.do(t, tr.Client, request{Method: "GET", Path: "/openapi.json", Header: map[string]string{"If-None-Match": tag}})
+			again := s.Do(t, tr.Client, request{Method: "GET", Path: "/openapi.json", Header: map[string]string{"If-None-Match": tag}})
 			if tag == "" || again.Status != http.StatusNotModified || len(again.Body) != 0 {
 				t.Fatalf("GET /openapi.json with If-None-Match %q: %d with %d bytes, want 304 without a body", tag, again.Status, len(again.Body))
 			}

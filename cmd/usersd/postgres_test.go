@@ -40,9 +40,9 @@ func TestPostgresReplicasShareEverything(t *testing.T) {
 			for i := range perClient {
 				s := replicas[(c*perClient+i)%len(replicas)]
 				body := fmt.Sprintf(`{"name":"client %02d user %02d","role":"r%d"}`, c, i, c%4)
-				res, err := postJSON(s.baseURL+"/users", body)
+				res, err := postJSON(s.BaseURL+"/users", body)
 				if err != nil || res != http.StatusCreated {
-					failures <- fmt.Sprintf("client %d create %d on %s: %d %v", c, i, s.baseURL, res, err)
+					failures <- fmt.Sprintf("client %d create %d on %s: %d %v", c, i, s.BaseURL, res, err)
 				}
 			}
 		})
@@ -73,14 +73,14 @@ func TestPostgresReplicasShareEverything(t *testing.T) {
 	}
 
 	// One user through all three replicas.
-	created := replicas[0].createUser(t, "travels", "")
+	created := replicas[0].CreateUser(t, "travels", "")
 	path := fmt.Sprintf("/users/%d", apitest.IDOf(t, created))
-	read := replicas[1].do(t, apitest.HTTP1Client, request{Method: "GET", Path: path})
+	read := replicas[1].Do(t, apitest.HTTP1Client, request{Method: "GET", Path: path})
 	if read.Status != http.StatusOK || !maps.Equal(apitest.DecodeObject(t, read.Body), created) {
 		t.Fatalf("replica 1 reads %d %s, want what replica 0 created: %v", read.Status, read.Body, created)
 	}
 	patch := func(s *testServer, etag, body string) response {
-		return s.do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: path, Key: true, Body: body,
+		return s.Do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: path, Key: true, Body: body,
 			Header: map[string]string{"Content-Type": "application/merge-patch+json", "If-Match": etag}})
 	}
 	updated := patch(replicas[2], read.Header.Get("ETag"), `{"role":"moved"}`)
@@ -90,12 +90,12 @@ func TestPostgresReplicasShareEverything(t *testing.T) {
 	if stale := patch(replicas[1], read.Header.Get("ETag"), `{"role":"lost"}`); stale.Status != http.StatusPreconditionFailed {
 		t.Fatalf("replica 1 updates with the etag replica 2 has outdated: %d %s, want 412", stale.Status, stale.Body)
 	}
-	del := replicas[1].do(t, apitest.HTTP1Client, request{Method: "DELETE", Path: path, Key: true, Header: map[string]string{"If-Match": updated.Header.Get("ETag")}})
+	del := replicas[1].Do(t, apitest.HTTP1Client, request{Method: "DELETE", Path: path, Key: true, Header: map[string]string{"If-Match": updated.Header.Get("ETag")}})
 	if del.Status != http.StatusNoContent {
 		t.Fatalf("replica 1 deletes: %d %s", del.Status, del.Body)
 	}
 	for i, s := range replicas {
-		if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: path}); res.Status != http.StatusNotFound {
+		if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: path}); res.Status != http.StatusNotFound {
 			t.Fatalf("replica %d still reads the deleted user: %d", i, res.Status)
 		}
 	}
@@ -103,12 +103,12 @@ func TestPostgresReplicasShareEverything(t *testing.T) {
 	// An idempotency key used on one replica is known to the others.
 	create := request{Method: "POST", Path: "/users", Key: true, Body: `{"name":"once across replicas"}`,
 		Header: map[string]string{"Content-Type": "application/json", "Idempotency-Key": "replicas"}}
-	original := replicas[0].do(t, apitest.HTTP1Client, create)
+	original := replicas[0].Do(t, apitest.HTTP1Client, create)
 	if original.Status != http.StatusCreated {
 		t.Fatalf("keyed create: %d %s", original.Status, original.Body)
 	}
-	apitest.WantReplay(t, original, replicas[1].do(t, apitest.HTTP1Client, create))
-	apitest.WantReplay(t, original, replicas[2].do(t, apitest.H2CClient, create))
+	apitest.WantReplay(t, original, replicas[1].Do(t, apitest.HTTP1Client, create))
+	apitest.WantReplay(t, original, replicas[2].Do(t, apitest.H2CClient, create))
 }
 
 // postJSON creates through the REST API with the test key, without the testing.T helpers, so that it
@@ -134,7 +134,7 @@ func listAllIDs(t *testing.T, s *testServer) []int {
 	t.Helper()
 	var ids []int
 	for page := 1; ; page++ {
-		res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users?limit=100&page=%d", page)})
+		res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users?limit=100&page=%d", page)})
 		if res.Status != http.StatusOK {
 			t.Fatalf("list page %d: %d %s", page, res.Status, res.Body)
 		}
@@ -156,9 +156,9 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 	dsn := storetest.PostgresSchema(t)
 	proxy := startCuttableProxy(t, dsn)
 	s := startServerOn(t, proxy.dsn, nil)
-	id := apitest.IDOf(t, s.createUser(t, "before the outage", ""))
+	id := apitest.IDOf(t, s.CreateUser(t, "before the outage", ""))
 	path := fmt.Sprintf("/users/%d", id)
-	rpc := s.rpcClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key)
+	rpc := s.RPCClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key)
 
 	proxy.cut()
 	for _, req := range []request{
@@ -167,7 +167,7 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 		{Method: "POST", Path: "/users", Header: apitest.JSONBody, Body: `{"name":"during the outage"}`, Key: true},
 		{Method: "PATCH", Path: path, Header: apitest.JSONBody, Body: `{"role":"x"}`, Key: true},
 	} {
-		res := s.do(t, apitest.HTTP1Client, req)
+		res := s.Do(t, apitest.HTTP1Client, req)
 		if res.Status != http.StatusServiceUnavailable {
 			t.Errorf("%s %s during the outage: %d %s, want 503", req.Method, req.Path, res.Status, res.Body)
 			continue
@@ -178,7 +178,7 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 	}
 	_, err := rpc.GetUser(t.Context(), &usersv1.GetUserRequest{Id: int32(id)})
 	apitest.RPCWantCode(t, err, connect.CodeUnavailable)
-	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}); res.Status != http.StatusServiceUnavailable || string(res.Body) != `{"ok":false}` {
+	if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}); res.Status != http.StatusServiceUnavailable || string(res.Body) != `{"ok":false}` {
 		t.Errorf("/health during the outage: %d %s, want 503 {\"ok\":false}", res.Status, res.Body)
 	}
 	if status := grpcHealthStatus(t, s); status != 2 {
@@ -187,7 +187,7 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 
 	proxy.restore()
 	deadline := time.Now().Add(15 * time.Second)
-	for s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}).Status != http.StatusOK {
+	for s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}).Status != http.StatusOK {
 		if time.Now().After(deadline) {
 			t.Fatal("/health did not recover within 15s of the database coming back")
 		}
@@ -196,14 +196,14 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 	if status := grpcHealthStatus(t, s); status != 1 {
 		t.Errorf("gRPC health after the outage: %d, want SERVING (1)", status)
 	}
-	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: path}); res.Status != http.StatusOK {
+	if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: path}); res.Status != http.StatusOK {
 		t.Errorf("read after the outage: %d %s", res.Status, res.Body)
 	}
 	if _, err := rpc.GetUser(t.Context(), &usersv1.GetUserRequest{Id: int32(id)}); err != nil {
 		t.Errorf("RPC read after the outage: %v", err)
 	}
-	s.createUser(t, "after the outage", "")
-	if n := apitest.UserCount(t, s.baseURL); n != "2" {
+	s.CreateUser(t, "after the outage", "")
+	if n := apitest.UserCount(t, s.BaseURL); n != "2" {
 		t.Errorf("%s users after the outage, want 2: a write made during it was kept, or one after it lost", n)
 	}
 }
@@ -211,7 +211,7 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 // grpcHealthStatus asks gRPC health about the whole server and returns the status number.
 func grpcHealthStatus(t *testing.T, s *testServer) uint64 {
 	t.Helper()
-	return apitest.GRPCHealthStatus(t, s.baseURL, "")
+	return apitest.GRPCHealthStatus(t, s.BaseURL, "")
 }
 
 // cuttableProxy forwards TCP connections to PostgreSQL until it is cut: then it closes every
@@ -299,7 +299,7 @@ func TestTheDatabasePasswordNeverReachesTheLog(t *testing.T) {
 	u.User = url.UserPassword(u.User.Username(), password)
 	for _, dsn := range []string{withParam, u.String()} {
 		s := startServerOn(t, dsn, nil)
-		s.createUser(t, "logged", "")
+		s.CreateUser(t, "logged", "")
 		s.stop()
 		if strings.Contains(s.logs.String(), password) {
 			t.Fatalf("the log shows the database password:\n%s", s.logs)

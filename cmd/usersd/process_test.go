@@ -84,7 +84,7 @@ func startProcessWithEnv(t *testing.T, env []string, dbPath string, flags ...str
 	}()
 	select {
 	case addr := <-listening:
-		return cmd, &testServer{baseURL: "http://" + addr, dbPath: dbPath}, allLines
+		return cmd, &testServer{Server: apitest.Server{BaseURL: "http://" + addr}, dbPath: dbPath}, allLines
 	case <-time.After(20 * time.Second):
 		t.Fatal("the binary did not listen within 20s")
 		return nil, nil, nil
@@ -95,7 +95,7 @@ func TestTheBinaryStopsCleanlyOnSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			cmd, s, logs := startProcess(t, filepath.Join(t.TempDir(), "users.db"))
-			id := apitest.IDOf(t, s.createUser(t, "survivor", ""))
+			id := apitest.IDOf(t, s.CreateUser(t, "survivor", ""))
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +117,7 @@ func TestTheBinaryStopsCleanlyOnSignals(t *testing.T) {
 				t.Fatal(`no "stopped" log line: the shutdown was not the graceful one`)
 			}
 			_, again, _ := startProcess(t, s.dbPath)
-			if res := again.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != 200 {
+			if res := again.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != 200 {
 				t.Fatalf("the user written before %v: %d %s", sig, res.Status, res.Body)
 			}
 		})
@@ -144,7 +144,7 @@ func TestASecondSignalStopsTheDrainAtOnce(t *testing.T) {
 
 			body, held := io.Pipe()
 			defer held.Close()
-			req, err := http.NewRequest("POST", s.baseURL+"/users", body)
+			req, err := http.NewRequest("POST", s.BaseURL+"/users", body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,13 +204,13 @@ func TestASecondSignalStopsTheDrainAtOnce(t *testing.T) {
 // while requests are still served for the drain delay, so a load balancer can move traffic away.
 func TestDrainSaysNotServingBeforeStopping(t *testing.T) {
 	s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{"USERS_DRAIN_DELAY": "2s"})
-	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}); res.Status != http.StatusOK {
+	if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}); res.Status != http.StatusOK {
 		t.Fatalf("/health before the signal: %d", res.Status)
 	}
 	stopped := make(chan struct{})
 	go func() { s.stop(); close(stopped) }()
 	deadline := time.Now().Add(time.Second)
-	for s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}).Status != http.StatusServiceUnavailable {
+	for s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}).Status != http.StatusServiceUnavailable {
 		if time.Now().After(deadline) {
 			t.Fatal("/health still 200 a second after the stop signal")
 		}
@@ -219,7 +219,7 @@ func TestDrainSaysNotServingBeforeStopping(t *testing.T) {
 	if status := grpcHealthStatus(t, s); status != 2 {
 		t.Errorf("gRPC health while draining: %d, want NOT_SERVING (2)", status)
 	}
-	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"}); res.Status != http.StatusOK {
+	if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"}); res.Status != http.StatusOK {
 		t.Errorf("a request while draining: %d, want it still served", res.Status)
 	}
 	select {

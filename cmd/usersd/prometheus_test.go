@@ -95,17 +95,17 @@ func promQuery(t *testing.T, addr, query, label string) map[string]string {
 func TestPrometheusScrapesTheRequestsItCaused(t *testing.T) {
 	s := startServerOn(t, t.TempDir()+"/users.db", map[string]string{"USERS_ADMIN_ADDR": "127.0.0.1:0"})
 	admin := adminServer(t, s)
-	prometheus := startPrometheus(t, strings.TrimPrefix(admin.baseURL, "http://"))
+	prometheus := startPrometheus(t, strings.TrimPrefix(admin.BaseURL, "http://"))
 
-	id := apitest.IDOf(t, s.createUser(t, "ada", "admin"))
+	id := apitest.IDOf(t, s.CreateUser(t, "ada", "admin"))
 	want := map[string]string{"rest": "3", "connect": "2", "grpc": "4", "grpc-web": "1"}
 	for range 3 {
-		if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != http.StatusOK {
+		if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != http.StatusOK {
 			t.Fatalf("GET /users/%d: %d", id, res.Status)
 		}
 	}
 	for protocol, calls := range map[string]int{"Connect binary": 2, "gRPC": 4, "gRPC-Web": 1} {
-		client := s.rpcClient(apitest.RPCProtocolNamed(t, protocol), "")
+		client := s.RPCClient(apitest.RPCProtocolNamed(t, protocol), "")
 		for range calls {
 			if _, err := client.GetUser(context.Background(), &usersv1.GetUserRequest{Id: int32(id)}); err != nil {
 				t.Fatalf("%s GetUser: %v", protocol, err)

@@ -18,26 +18,26 @@ func TestARestartKeepsEveryUserAndPost(t *testing.T) {
 	first := startServerOn(t, dbPath, nil)
 	var wantUsers, wantPosts string
 	for i := range 3 {
-		id := apitest.IDOf(t, first.createUser(t, fmt.Sprintf("user %d", i), "role"))
-		res := first.do(t, apitest.HTTP1Client, request{Method: "POST", Path: fmt.Sprintf("/users/%d/posts", id), Header: apitest.JSONBody, Key: true, Body: `{"title":"t"}`})
+		id := apitest.IDOf(t, first.CreateUser(t, fmt.Sprintf("user %d", i), "role"))
+		res := first.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: fmt.Sprintf("/users/%d/posts", id), Header: apitest.JSONBody, Key: true, Body: `{"title":"t"}`})
 		if res.Status != 201 {
 			t.Fatalf("post: %d %s", res.Status, res.Body)
 		}
-		wantPosts += string(first.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d/posts", id)}).Body)
+		wantPosts += string(first.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d/posts", id)}).Body)
 	}
-	wantUsers = string(first.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"}).Body)
+	wantUsers = string(first.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"}).Body)
 	first.stop()
 
 	second := startServerOn(t, dbPath, nil)
-	gotUsers := string(second.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"}).Body)
+	gotUsers := string(second.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users"}).Body)
 	var gotPosts string
 	for _, u := range apitest.DecodeArray(t, []byte(gotUsers)) {
-		gotPosts += string(second.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d/posts", apitest.IDOf(t, u))}).Body)
+		gotPosts += string(second.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d/posts", apitest.IDOf(t, u))}).Body)
 	}
 	if gotUsers != wantUsers || gotPosts != wantPosts {
 		t.Fatalf("after restart\nusers %s\n want %s\nposts %s\n want %s", gotUsers, wantUsers, gotPosts, wantPosts)
 	}
-	if created := second.createUser(t, "after restart", ""); apitest.IDOf(t, created) != 4 {
+	if created := second.CreateUser(t, "after restart", ""); apitest.IDOf(t, created) != 4 {
 		t.Fatalf("the next id after a restart is %d, want 4", apitest.IDOf(t, created))
 	}
 }
@@ -53,7 +53,7 @@ func TestAPIKeySources(t *testing.T) {
 		"env-key-1": 200, "env-key-2": 200, "file-key-1": 200, "file-key-2": 200,
 		"# rotated 2026-11": 401, "": 401, "env-key-1,env-key-2": 401, "env-key": 401, apitest.Key: 401,
 	} {
-		res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/private", Header: map[string]string{"x-api-key": key}})
+		res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/private", Header: map[string]string{"x-api-key": key}})
 		if res.Status != want {
 			t.Errorf("key %q: %d, want %d", key, res.Status, want)
 		}
@@ -78,10 +78,10 @@ func TestWithoutKeysTheServerMakesOneAndLogsItOnce(t *testing.T) {
 	if len(generated) != 1 || len(generated[0]) < 32 {
 		t.Fatalf("generated keys logged: %v, want one strong key", generated)
 	}
-	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/private"}); res.Status != 401 {
+	if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/private"}); res.Status != 401 {
 		t.Fatalf("without a key: %d", res.Status)
 	}
-	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/private", Header: map[string]string{"x-api-key": generated[0]}}); res.Status != 200 {
+	if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/private", Header: map[string]string{"x-api-key": generated[0]}}); res.Status != 200 {
 		t.Fatalf("with the generated key: %d %s", res.Status, res.Body)
 	}
 }
@@ -167,7 +167,7 @@ func TestServerLimitSettings(t *testing.T) {
 func TestTheRequestDeadlineReachesTheStore(t *testing.T) {
 	dsn := storetest.PostgresSchema(t)
 	s := startServerOn(t, dsn, map[string]string{"USERS_REQUEST_TIMEOUT": "300ms"})
-	s.createUser(t, "before the lock", "")
+	s.CreateUser(t, "before the lock", "")
 	db := storetest.OpenPostgres(t, dsn)
 	tx, err := db.BeginTx(t.Context(), nil)
 	if err != nil {
@@ -182,7 +182,7 @@ func TestTheRequestDeadlineReachesTheStore(t *testing.T) {
 		{Method: "POST", Path: "/users", Header: apitest.JSONBody, Body: `{"name":"waits"}`, Key: true},
 		{Method: "GET", Path: "/users"},
 	} {
-		res := s.do(t, apitest.HTTP1Client, req)
+		res := s.Do(t, apitest.HTTP1Client, req)
 		if res.Status != http.StatusGatewayTimeout || res.ErrorMessage(t) != "the request took too long" {
 			t.Fatalf("%s %s behind a held lock: %d %s, want 504", req.Method, req.Path, res.Status, res.Body)
 		}
@@ -209,7 +209,7 @@ func TestTheRequestDeadlineReachesTheStore(t *testing.T) {
 	// packages side by side); a 504 then is the deadline doing its job, and it too must leave
 	// nothing, which the count below checks.
 	for attempt := 1; ; attempt++ {
-		res := s.do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Body: `{"name":"after the lock"}`, Key: true})
+		res := s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Body: `{"name":"after the lock"}`, Key: true})
 		if res.Status == http.StatusCreated {
 			break
 		}
@@ -217,7 +217,7 @@ func TestTheRequestDeadlineReachesTheStore(t *testing.T) {
 			t.Fatalf("create %d after the lock: %d %s", attempt, res.Status, res.Body)
 		}
 	}
-	if n := apitest.UserCount(t, s.baseURL); n != "2" {
+	if n := apitest.UserCount(t, s.BaseURL); n != "2" {
 		t.Fatalf("%s users, want 2: the timed-out create must leave nothing", n)
 	}
 }

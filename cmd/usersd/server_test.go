@@ -3,23 +3,19 @@ package main
 import (
 	"context"
 	"io"
-	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
-
-	"usersd/gen/users/v1/usersv1connect"
 	"usersd/internal/apitest"
 )
 
 // testServer is the real program, started by run on a loopback port with its own SQLite file.
 type testServer struct {
-	baseURL string
-	dbPath  string
-	logs    *apitest.Logs
-	stop    func() // stops the server now instead of at the end of the test
+	apitest.Server // where it listens, and how a test talks to it
+	dbPath         string
+	logs           *apitest.Logs
+	stop           func() // stops the server now instead of at the end of the test
 }
 
 // startServer runs the program on 127.0.0.1:0 with a fresh database file in a temporary folder.
@@ -72,7 +68,7 @@ func startServerOn(t *testing.T, dbPath string, env map[string]string) *testServ
 		}
 	}
 	t.Cleanup(stop)
-	return &testServer{baseURL: "http://" + addr, dbPath: dbPath, logs: logs, stop: stop}
+	return &testServer{Server: apitest.Server{BaseURL: "http://" + addr}, dbPath: dbPath, logs: logs, stop: stop}
 }
 
 // The requests and answers of every test here, as apitest sends and reads them.
@@ -80,20 +76,3 @@ type (
 	request  = apitest.Request
 	response = apitest.Response
 )
-
-// do sends req to the server with client and reads the whole answer.
-func (s *testServer) do(t *testing.T, client *http.Client, req request) response {
-	t.Helper()
-	return apitest.Do(t, client, s.baseURL, req)
-}
-
-// rpcClient returns a generated Users client of the server that speaks p; key "" sends no key.
-func (s *testServer) rpcClient(p apitest.RPCProtocol, key string, extra ...connect.ClientOption) usersv1connect.UsersClient {
-	return apitest.RPCClient(s.baseURL, p, key, extra...)
-}
-
-// createUser creates a user over REST and returns its JSON body decoded.
-func (s *testServer) createUser(t *testing.T, name, role string) map[string]any {
-	t.Helper()
-	return apitest.CreateUser(t, s.baseURL, name, role)
-}

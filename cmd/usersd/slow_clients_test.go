@@ -54,7 +54,7 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 	s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{
 		"USERS_READ_HEADER_TIMEOUT": headerTimeout.String(),
 	})
-	addr := strings.TrimPrefix(s.baseURL, "http://")
+	addr := strings.TrimPrefix(s.BaseURL, "http://")
 	request := []byte("GET /health HTTP/1.1\r\nHost: usersd\r\nUser-Agent: slowloris\r\n\r\n")
 
 	clients := make([]*slowClient, slowClients)
@@ -105,7 +105,7 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 	for i := range normalGETs {
 		path := []string{"/health", "/users"}[i%2]
 		start := time.Now()
-		res, err := normal.Get(s.baseURL + path)
+		res, err := normal.Get(s.BaseURL + path)
 		if err != nil {
 			t.Fatalf("normal GET %d %s while slow clients trickle: %v", i, path, err)
 		}

@@ -17,7 +17,7 @@ import (
 // keeps its connection.
 func TestRequestsFramedTwiceCloseTheirConnection(t *testing.T) {
 	s := startServer(t)
-	addr := strings.TrimPrefix(s.baseURL, "http://")
+	addr := strings.TrimPrefix(s.BaseURL, "http://")
 	const body = "2\r\n{}\r\n0\r\n\r\n"
 	cases := []struct {
 		name, head string

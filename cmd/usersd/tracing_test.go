@@ -177,12 +177,12 @@ func TestTracesReachAnOTLPReceiverWithTheCallersTraceID(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + receiver.URL,
 		"OTEL_BSP_SCHEDULE_DELAY=100", // milliseconds: send each batch at once
 	}, filepath.Join(t.TempDir(), "users.db"))
-	id := apitest.IDOf(t, s.createUser(t, "ada", "admin"))
+	id := apitest.IDOf(t, s.CreateUser(t, "ada", "admin"))
 
 	grpcCaller := newCallerSpan(t)
 	getUserAs(t, s, "gRPC", grpcCaller, id)
 	restCaller := newCallerSpan(t)
-	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users?role=admin",
+	if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users?role=admin",
 		Header: map[string]string{"traceparent": restCaller.traceparent}}); res.Status != http.StatusOK {
 		t.Fatalf("GET /users: %d %s", res.Status, res.Body)
 	}
@@ -269,7 +269,7 @@ func TestSpansStillBufferedAreSentAtAStop(t *testing.T) {
 		"OTEL_BSP_SCHEDULE_DELAY=600000",
 	}, filepath.Join(t.TempDir(), "users.db"))
 	caller := newCallerSpan(t)
-	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users",
+	if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users",
 		Header: map[string]string{"traceparent": caller.traceparent}}); res.Status != http.StatusOK {
 		t.Fatalf("GET /users: %d %s", res.Status, res.Body)
 	}
@@ -290,7 +290,7 @@ func TestSpansStillBufferedAreSentAtAStop(t *testing.T) {
 // getUserAs calls GetUser over protocol with the caller's traceparent.
 func getUserAs(t *testing.T, s *testServer, protocol string, caller callerSpan, id int) {
 	t.Helper()
-	client := s.rpcClient(apitest.RPCProtocolNamed(t, protocol), "", connect.WithInterceptors(connect.UnaryInterceptorFunc(
+	client := s.RPCClient(apitest.RPCProtocolNamed(t, protocol), "", connect.WithInterceptors(connect.UnaryInterceptorFunc(
 		func(next connect.UnaryFunc) connect.UnaryFunc {
 			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 				req.Header().Set("traceparent", caller.traceparent)
@@ -307,7 +307,7 @@ func getUserAs(t *testing.T, s *testServer, protocol string, caller callerSpan, 
 func TestWithoutAnExporterNothingIsTraced(t *testing.T) {
 	s := startServer(t)
 	caller := newCallerSpan(t)
-	s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users", Header: map[string]string{"traceparent": caller.traceparent}})
+	s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users", Header: map[string]string{"traceparent": caller.traceparent}})
 	for _, line := range s.logs.Entries(map[string]any{"msg": "request"}) {
 		if _, ok := line["trace_id"]; ok {
 			t.Errorf("a request was traced without an exporter: %v", line)

@@ -71,7 +71,7 @@ func openWatch(t *testing.T, s *testServer, p watchProtocol, after int64, role s
 		if after >= 0 {
 			req.AfterSequence = &after
 		}
-		stream, err := s.rpcClient(*p.rpc, "").WatchUsers(ctx, req)
+		stream, err := s.RPCClient(*p.rpc, "").WatchUsers(ctx, req)
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +123,7 @@ func openEventStream(ctx context.Context, s *testServer, client *http.Client, af
 	if after >= 0 {
 		query = append(query, "afterSequence="+strconv.FormatInt(after, 10))
 	}
-	req, err := http.NewRequestWithContext(ctx, "GET", s.baseURL+"/users/events?"+strings.Join(query, "&"), nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", s.BaseURL+"/users/events?"+strings.Join(query, "&"), nil)
 	if err != nil {
 		return nil, err
 	}

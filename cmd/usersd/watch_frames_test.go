@@ -16,7 +16,7 @@ func TestAWatchSendsABatchOfChangesInFewFrames(t *testing.T) {
 	const changes = 200
 	insertUsers(t, s.dbPath, changes)
 
-	c := dialRawH2C(t, s.baseURL)
+	c := dialRawH2C(t, s.BaseURL)
 	stream := c.get(t, "/users/events?afterSequence=0")
 	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var body bytes.Buffer

@@ -110,7 +110,7 @@ func TestPostgresWatchersOnEveryReplicaSeeEveryWrite(t *testing.T) {
 	if err := first.Wait(); err != nil {
 		t.Fatalf("replica 0 stopping: %v", err)
 	}
-	missed := []int32{userID(t, replicas[1].createUser(t, "while replica 0 was down", "")), userID(t, replicas[2].createUser(t, "also", ""))}
+	missed := []int32{userID(t, replicas[1].CreateUser(t, "while replica 0 was down", "")), userID(t, replicas[2].CreateUser(t, "also", ""))}
 	_, started, _ := startProcess(t, dsn)
 	for _, s := range []*testServer{replicas[2], started} {
 		for _, p := range watchProtocols() {
@@ -195,7 +195,7 @@ func createRenameDelete(s *testServer, name string, acks *sync.Map) error {
 // writeJSON sends a write with the test key and decodes the answer into out, if given; an answer
 // other than want is an error.
 func writeJSON(s *testServer, method, path, contentType, body string, want int, out any) error {
-	req, err := http.NewRequest(method, s.baseURL+path, bytes.NewBufferString(body))
+	req, err := http.NewRequest(method, s.BaseURL+path, bytes.NewBufferString(body))
 	if err != nil {
 		return err
 	}

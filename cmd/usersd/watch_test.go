@@ -57,7 +57,7 @@ func userID(t *testing.T, user map[string]any) int32 {
 
 func (s *testServer) patchName(t *testing.T, id int32, name string) {
 	t.Helper()
-	res := s.do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: fmt.Sprintf("/users/%d", id), Key: true,
+	res := s.Do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: fmt.Sprintf("/users/%d", id), Key: true,
 		Header: map[string]string{"Content-Type": "application/merge-patch+json"}, Body: fmt.Sprintf(`{"name":%q}`, name)})
 	if res.Status != http.StatusOK {
 		t.Fatalf("patch user %d: %d %s", id, res.Status, res.Body)
@@ -66,7 +66,7 @@ func (s *testServer) patchName(t *testing.T, id int32, name string) {
 
 func (s *testServer) deleteUser(t *testing.T, id int32) {
 	t.Helper()
-	if res := s.do(t, apitest.HTTP1Client, request{Method: "DELETE", Path: fmt.Sprintf("/users/%d", id), Key: true}); res.Status != http.StatusNoContent {
+	if res := s.Do(t, apitest.HTTP1Client, request{Method: "DELETE", Path: fmt.Sprintf("/users/%d", id), Key: true}); res.Status != http.StatusNoContent {
 		t.Fatalf("delete user %d: %d %s", id, res.Status, res.Body)
 	}
 }
@@ -79,15 +79,15 @@ func TestAWatchSeesEveryChangeOnEveryProtocol(t *testing.T) {
 	for _, p := range watchProtocols() {
 		t.Run(p.name, func(t *testing.T) {
 			w := startWatch(t, s, p, -1, "")
-			created := s.createUser(t, "watched "+p.name, "admin")
+			created := s.CreateUser(t, "watched "+p.name, "admin")
 			id := userID(t, created)
 			renamed := "renamed " + p.name
-			_, err := s.rpcClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key).UpdateUser(context.Background(), &usersv1.UpdateUserRequest{
+			_, err := s.RPCClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key).UpdateUser(context.Background(), &usersv1.UpdateUserRequest{
 				Id: id, User: &usersv1.User{Name: renamed}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"name"}}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			read := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)})
+			read := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)})
 			s.deleteUser(t, id)
 			got := w.wantChanges(t,
 				change{usersv1.UserEvent_KIND_CREATED, id, "watched " + p.name},
@@ -111,9 +111,9 @@ func TestAWatchOfOneRoleSeesItsUsersComeAndGo(t *testing.T) {
 	for _, p := range []watchProtocol{watchProtocols()[0], watchProtocols()[4]} {
 		t.Run(p.name, func(t *testing.T) {
 			w := startWatch(t, s, p, -1, "editor")
-			other := userID(t, s.createUser(t, "viewer", "viewer"))
-			editor := userID(t, s.createUser(t, "editor", "editor"))
-			res := s.do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: fmt.Sprintf("/users/%d", editor), Key: true,
+			other := userID(t, s.CreateUser(t, "viewer", "viewer"))
+			editor := userID(t, s.CreateUser(t, "editor", "editor"))
+			res := s.Do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: fmt.Sprintf("/users/%d", editor), Key: true,
 				Header: map[string]string{"Content-Type": "application/merge-patch+json"}, Body: `{"role":"viewer"}`})
 			if res.Status != http.StatusOK {
 				t.Fatalf("patch: %d %s", res.Status, res.Body)
@@ -138,22 +138,22 @@ func TestAWatchResumesWithNothingLostAndNothingTwice(t *testing.T) {
 	for _, p := range watchProtocols() {
 		t.Run(p.name, func(t *testing.T) {
 			w := startWatch(t, s, p, -1, "")
-			first := userID(t, s.createUser(t, "first", ""))
+			first := userID(t, s.CreateUser(t, "first", ""))
 			last := w.wantChanges(t, change{usersv1.UserEvent_KIND_CREATED, first, "first"})[0].GetSequence()
 			w.cancel() // the connection drops
-			missed := userID(t, s.createUser(t, "missed", ""))
+			missed := userID(t, s.CreateUser(t, "missed", ""))
 			s.patchName(t, first, "first, renamed")
 
 			resumed := startWatch(t, s, p, last, "")
 			resumed.wantChanges(t, change{usersv1.UserEvent_KIND_CREATED, missed, "missed"}, change{usersv1.UserEvent_KIND_UPDATED, first, "first, renamed"})
-			live := userID(t, s.createUser(t, "live", ""))
+			live := userID(t, s.CreateUser(t, "live", ""))
 			resumed.wantChanges(t, change{usersv1.UserEvent_KIND_CREATED, live, "live"})
 			resumed.quiet(t, 200*time.Millisecond)
 		})
 	}
 	t.Run("Last-Event-ID wins over afterSequence", func(t *testing.T) {
-		a := userID(t, s.createUser(t, "a", ""))
-		b := userID(t, s.createUser(t, "b", ""))
+		a := userID(t, s.CreateUser(t, "a", ""))
+		b := userID(t, s.CreateUser(t, "b", ""))
 		all := startWatch(t, s, watchProtocols()[0], 0, "")
 		var aSequence int64
 		for {
@@ -176,13 +176,13 @@ func TestAWatchResumesWithNothingLostAndNothingTwice(t *testing.T) {
 	t.Run("after a restart", func(t *testing.T) {
 		p := watchProtocols()[2] // gRPC
 		w := startWatch(t, s, p, -1, "")
-		before := userID(t, s.createUser(t, "before the restart", ""))
+		before := userID(t, s.CreateUser(t, "before the restart", ""))
 		last := w.wantChanges(t, change{usersv1.UserEvent_KIND_CREATED, before, "before the restart"})[0].GetSequence()
 		s.stop()
 		wantWatchCode(t, p, w.ended(t, 5*time.Second), connect.CodeUnavailable, 0)
 
 		restarted := startServerOn(t, dbPath, nil)
-		after := userID(t, restarted.createUser(t, "after the restart", ""))
+		after := userID(t, restarted.CreateUser(t, "after the restart", ""))
 		for _, p := range watchProtocols() {
 			resumed := startWatch(t, restarted, p, last, "")
 			resumed.wantChanges(t, change{usersv1.UserEvent_KIND_CREATED, after, "after the restart"})
@@ -197,7 +197,7 @@ func TestAWatchResumesWithNothingLostAndNothingTwice(t *testing.T) {
 func TestAWatchRefusesAResumeItCannotServe(t *testing.T) {
 	s := startServer(t)
 	for range 3 {
-		s.createUser(t, "soon swept", "")
+		s.CreateUser(t, "soon swept", "")
 	}
 	for _, p := range watchProtocols() {
 		_, err := openWatch(t, s, p, 1000, "")
@@ -222,11 +222,11 @@ func TestAWatchRefusesAResumeItCannotServe(t *testing.T) {
 		})
 	}
 	for _, query := range []string{"afterSequence=-1", "afterSequence=x", "after=1", "role=" + strings.Repeat("r", 65)} {
-		if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users/events?" + query}); res.Status != http.StatusBadRequest {
+		if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users/events?" + query}); res.Status != http.StatusBadRequest {
 			t.Errorf("GET /users/events?%s: %d %s, want 400", query, res.Status, res.Body)
 		}
 	}
-	if res := s.do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users/events", Header: map[string]string{"Last-Event-ID": "seven"}}); res.Status != http.StatusBadRequest {
+	if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users/events", Header: map[string]string{"Last-Event-ID": "seven"}}); res.Status != http.StatusBadRequest {
 		t.Errorf("Last-Event-ID: seven: %d %s, want 400", res.Status, res.Body)
 	}
 	_, err = openWatch(t, s, watchProtocols()[0], -1, strings.Repeat("r", 65))
@@ -245,7 +245,7 @@ func TestAWatchOutlivesTheServersTimeoutsWithHeartbeats(t *testing.T) {
 		watches = append(watches, startWatch(t, s, p, -1, ""))
 	}
 	time.Sleep(2500 * time.Millisecond)
-	id := userID(t, s.createUser(t, "late", ""))
+	id := userID(t, s.CreateUser(t, "late", ""))
 	for i, w := range watches {
 		heartbeats := 0
 	read:
@@ -363,7 +363,7 @@ func TestAWatcherThatDoesNotReadIsEndedNotBuffered(t *testing.T) {
 					raw.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10) })
 					return err
 				}}
-				conn, err := dialer.Dial("tcp", strings.TrimPrefix(s.baseURL, "http://"))
+				conn, err := dialer.Dial("tcp", strings.TrimPrefix(s.BaseURL, "http://"))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -424,7 +424,7 @@ func smallWindowClient(t *testing.T, s *testServer) usersv1connect.UsersClient {
 	transport := &http.Transport{Protocols: new(http.Protocols), HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10}}
 	transport.Protocols.SetUnencryptedHTTP2(true)
 	t.Cleanup(transport.CloseIdleConnections)
-	return usersv1connect.NewUsersClient(&http.Client{Transport: transport}, s.baseURL, connect.WithGRPC())
+	return usersv1connect.NewUsersClient(&http.Client{Transport: transport}, s.BaseURL, connect.WithGRPC())
 }
 
 // TestAWatcherThatStopsReadingIsCutByItsWriteDeadline: a client that stops reading before it is

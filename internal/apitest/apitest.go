@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
+
+	"usersd/gen/users/v1/usersv1connect"
 )
 
 // Key is the API key every test server accepts.
@@ -77,6 +81,28 @@ type Request struct {
 
 // JSONBody is the JSON content type header of a write.
 var JSONBody = map[string]string{"Content-Type": "application/json"}
+
+// Server is a test server as its tests talk to it: where it listens.
+type Server struct {
+	BaseURL string // http://host:port
+}
+
+// Do sends req to the server with client and reads the whole answer.
+func (s Server) Do(t *testing.T, client *http.Client, req Request) Response {
+	t.Helper()
+	return Do(t, client, s.BaseURL, req)
+}
+
+// RPCClient returns a generated Users client of the server that speaks p; key "" sends no key.
+func (s Server) RPCClient(p RPCProtocol, key string, extra ...connect.ClientOption) usersv1connect.UsersClient {
+	return RPCClient(s.BaseURL, p, key, extra...)
+}
+
+// CreateUser creates a user over REST and returns its JSON body decoded.
+func (s Server) CreateUser(t *testing.T, name, role string) map[string]any {
+	t.Helper()
+	return CreateUser(t, s.BaseURL, name, role)
+}
 
 // Do sends req to the server at baseURL with client, and reads the whole answer.
 func Do(t *testing.T, client *http.Client, baseURL string, req Request) Response {
