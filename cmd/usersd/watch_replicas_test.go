@@ -38,8 +38,8 @@ func TestPostgresWatchersOnEveryReplicaSeeEveryWrite(t *testing.T) {
 
 	var watchers []*timedWatch
 	for r, s := range replicas {
-		for _, p := range watchProtocols() {
-			w := &timedWatch{name: fmt.Sprintf("replica %d, %s", r, p.name), stream: startWatch(t, s, p, -1, "")}
+		for _, p := range apitest.WatchProtocols() {
+			w := &timedWatch{name: fmt.Sprintf("replica %d, %s", r, p.Name), stream: apitest.StartWatch(t, s.Server, p, -1, "")}
 			w.collect(changes, 30*time.Second)
 			watchers = append(watchers, w)
 		}
@@ -110,14 +110,14 @@ func TestPostgresWatchersOnEveryReplicaSeeEveryWrite(t *testing.T) {
 	if err := first.Wait(); err != nil {
 		t.Fatalf("replica 0 stopping: %v", err)
 	}
-	missed := []int32{userID(t, replicas[1].CreateUser(t, "while replica 0 was down", "")), userID(t, replicas[2].CreateUser(t, "also", ""))}
+	missed := []int32{apitest.UserID(t, replicas[1].CreateUser(t, "while replica 0 was down", "")), apitest.UserID(t, replicas[2].CreateUser(t, "also", ""))}
 	_, started, _ := startProcess(t, dsn)
 	for _, s := range []*testServer{replicas[2], started} {
-		for _, p := range watchProtocols() {
-			resumed := startWatch(t, s, p, order[len(order)-1], "")
-			resumed.wantChanges(t, change{usersv1.UserEvent_KIND_CREATED, missed[0], "while replica 0 was down"},
-				change{usersv1.UserEvent_KIND_CREATED, missed[1], "also"})
-			resumed.quiet(t, 100*time.Millisecond)
+		for _, p := range apitest.WatchProtocols() {
+			resumed := apitest.StartWatch(t, s.Server, p, order[len(order)-1], "")
+			resumed.WantChanges(t, apitest.Change{Kind: usersv1.UserEvent_KIND_CREATED, ID: missed[0], Name: "while replica 0 was down"},
+				apitest.Change{Kind: usersv1.UserEvent_KIND_CREATED, ID: missed[1], Name: "also"})
+			resumed.Quiet(t, 100*time.Millisecond)
 		}
 	}
 }
@@ -126,14 +126,14 @@ func TestPostgresWatchersOnEveryReplicaSeeEveryWrite(t *testing.T) {
 // own, so that a slow check of one watch does not delay another's clock.
 type timedWatch struct {
 	name   string
-	stream *watchStream
+	stream *apitest.WatchStream
 	got    []timedChange
 	err    error
 	done   chan struct{}
 }
 
 type timedChange struct {
-	event watchedEvent
+	event apitest.WatchedEvent
 	at    time.Time
 }
 
@@ -145,11 +145,11 @@ func (w *timedWatch) collect(want int, d time.Duration) {
 		deadline := time.After(d)
 		for len(w.got) < want {
 			select {
-			case e := <-w.stream.events:
+			case e := <-w.stream.Events:
 				if e.GetKind() != usersv1.UserEvent_KIND_HEARTBEAT {
 					w.got = append(w.got, timedChange{event: e, at: time.Now()})
 				}
-			case err := <-w.stream.end:
+			case err := <-w.stream.End:
 				w.err = fmt.Errorf("the watch ended: %v", err)
 				return
 			case <-deadline:
@@ -167,8 +167,8 @@ func (w *timedWatch) wait() []timedChange {
 
 // changeName names a change by its kind and its user's id: each user is created, updated and
 // deleted once. (A deleted user's change carries its id alone.)
-func changeName(e watchedEvent) string {
-	return fmt.Sprintf("%s %d", sseName(e.GetKind()), e.GetUser().GetId())
+func changeName(e apitest.WatchedEvent) string {
+	return fmt.Sprintf("%s %d", apitest.SSEName(e.GetKind()), e.GetUser().GetId())
 }
 
 // createRenameDelete creates a user named name on s, renames it and deletes it, storing the time

@@ -25,81 +25,35 @@ import (
 	"usersd/store/sqlstore"
 )
 
-// change is what a test expects of one change: its kind and its user's id and name ("" for a
-// delete, which carries the id alone).
-type change struct {
-	kind usersv1.UserEvent_Kind
-	id   int32
-	name string
-}
-
-func (w *watchStream) wantChanges(t *testing.T, want ...change) []watchedEvent {
-	t.Helper()
-	var got []watchedEvent
-	for i, c := range want {
-		e := w.next(t, 5*time.Second)
-		got = append(got, e)
-		if e.GetKind() != c.kind || e.GetUser().GetId() != c.id || e.GetUser().GetName() != c.name {
-			t.Fatalf("change %d: %v, want %v", i, e.UserEvent, c)
-		}
-		if i > 0 && e.GetSequence() <= got[i-1].GetSequence() {
-			t.Fatalf("change %d has sequence %d after %d", i, e.GetSequence(), got[i-1].GetSequence())
-		}
-	}
-	return got
-}
-
-// userID is the id of a user as JSON decoded it.
-func userID(t *testing.T, user map[string]any) int32 {
-	t.Helper()
-	return int32(apitest.IDOf(t, user))
-}
-
-func (s *testServer) patchName(t *testing.T, id int32, name string) {
-	t.Helper()
-	res := s.Do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: fmt.Sprintf("/users/%d", id), Key: true,
-		Header: map[string]string{"Content-Type": "application/merge-patch+json"}, Body: fmt.Sprintf(`{"name":%q}`, name)})
-	if res.Status != http.StatusOK {
-		t.Fatalf("patch user %d: %d %s", id, res.Status, res.Body)
-	}
-}
-
-func (s *testServer) deleteUser(t *testing.T, id int32) {
-	t.Helper()
-	if res := s.Do(t, apitest.HTTP1Client, request{Method: "DELETE", Path: fmt.Sprintf("/users/%d", id), Key: true}); res.Status != http.StatusNoContent {
-		t.Fatalf("delete user %d: %d %s", id, res.Status, res.Body)
-	}
-}
-
 // TestAWatchSeesEveryChangeOnEveryProtocol: a create over REST, an update over RPC and a delete
 // reach a watcher on each protocol, in order, as exactly those changes; a user in an event is the
 // user that a read answers, byte for byte on SSE, whose data is Connect's JSON.
 func TestAWatchSeesEveryChangeOnEveryProtocol(t *testing.T) {
 	s := startServer(t)
-	for _, p := range watchProtocols() {
-		t.Run(p.name, func(t *testing.T) {
-			w := startWatch(t, s, p, -1, "")
-			created := s.CreateUser(t, "watched "+p.name, "admin")
-			id := userID(t, created)
-			renamed := "renamed " + p.name
+	for _, p := range apitest.WatchProtocols() {
+		t.Run(p.Name, func(t *testing.T) {
+			w := apitest.StartWatch(t, s.Server, p, -1, "")
+			created := s.CreateUser(t, "watched "+p.Name, "admin")
+			id := apitest.UserID(t, created)
+			renamed := "renamed " + p.Name
 			_, err := s.RPCClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key).UpdateUser(context.Background(), &usersv1.UpdateUserRequest{
 				Id: id, User: &usersv1.User{Name: renamed}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"name"}}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			read := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)})
-			s.deleteUser(t, id)
-			got := w.wantChanges(t,
-				change{usersv1.UserEvent_KIND_CREATED, id, "watched " + p.name},
-				change{usersv1.UserEvent_KIND_UPDATED, id, renamed},
-				change{usersv1.UserEvent_KIND_DELETED, id, ""})
+			s.DeleteUser(t, id)
+			got := w.WantChanges(t,
+				apitest.Change{Kind: usersv1.UserEvent_KIND_CREATED, ID: id, Name: "watched " + p.Name},
+				apitest.Change{Kind: usersv1.UserEvent_KIND_UPDATED, ID: id, Name: renamed},
+				apitest.Change{Kind: usersv1.UserEvent_KIND_DELETED, ID: id, Name: ""})
 			if role := got[1].GetUser().GetRole(); role != "admin" || got[1].GetUser().GetEtag() != `"2"` {
 				t.Errorf("the update's user has role %q and etag %s, want the whole user at version 2", role, got[1].GetUser().GetEtag())
 			}
-			if p.sse != nil && !strings.Contains(got[1].data, `"user":`+string(read.Body)+`}`) {
-				t.Errorf("the update's data %s does not hold the user as GET answers it: %s", got[1].data, read.Body)
+			if p.SSE != nil && !strings.Contains(got[1].Data, `"user":`+string(read.Body)+`}`) {
+				t.Errorf("the update's data %s does not hold the user as GET answers it: %s", got[1].Data, read.Body)
 			}
-			w.quiet(t, 300*time.Millisecond)
+			w.Quiet(t, 300*time.Millisecond)
 		})
 	}
 }
@@ -108,23 +62,23 @@ func TestAWatchSeesEveryChangeOnEveryProtocol(t *testing.T) {
 // have the role, or had it before an update, and no other.
 func TestAWatchOfOneRoleSeesItsUsersComeAndGo(t *testing.T) {
 	s := startServer(t)
-	for _, p := range []watchProtocol{watchProtocols()[0], watchProtocols()[4]} {
-		t.Run(p.name, func(t *testing.T) {
-			w := startWatch(t, s, p, -1, "editor")
-			other := userID(t, s.CreateUser(t, "viewer", "viewer"))
-			editor := userID(t, s.CreateUser(t, "editor", "editor"))
+	for _, p := range []apitest.WatchProtocol{apitest.WatchProtocols()[0], apitest.WatchProtocols()[4]} {
+		t.Run(p.Name, func(t *testing.T) {
+			w := apitest.StartWatch(t, s.Server, p, -1, "editor")
+			other := apitest.UserID(t, s.CreateUser(t, "viewer", "viewer"))
+			editor := apitest.UserID(t, s.CreateUser(t, "editor", "editor"))
 			res := s.Do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: fmt.Sprintf("/users/%d", editor), Key: true,
 				Header: map[string]string{"Content-Type": "application/merge-patch+json"}, Body: `{"role":"viewer"}`})
 			if res.Status != http.StatusOK {
 				t.Fatalf("patch: %d %s", res.Status, res.Body)
 			}
-			s.deleteUser(t, other)
-			s.deleteUser(t, editor) // a viewer by now
-			got := w.wantChanges(t, change{usersv1.UserEvent_KIND_CREATED, editor, "editor"}, change{usersv1.UserEvent_KIND_UPDATED, editor, "editor"})
+			s.DeleteUser(t, other)
+			s.DeleteUser(t, editor) // a viewer by now
+			got := w.WantChanges(t, apitest.Change{Kind: usersv1.UserEvent_KIND_CREATED, ID: editor, Name: "editor"}, apitest.Change{Kind: usersv1.UserEvent_KIND_UPDATED, ID: editor, Name: "editor"})
 			if got[1].GetUser().GetRole() != "viewer" {
 				t.Errorf("the update shows role %q, want the new role", got[1].GetUser().GetRole())
 			}
-			w.quiet(t, 300*time.Millisecond)
+			w.Quiet(t, 300*time.Millisecond)
 		})
 	}
 }
@@ -135,58 +89,58 @@ func TestAWatchOfOneRoleSeesItsUsersComeAndGo(t *testing.T) {
 func TestAWatchResumesWithNothingLostAndNothingTwice(t *testing.T) {
 	dbPath := t.TempDir() + "/users.db"
 	s := startServerOn(t, dbPath, nil)
-	for _, p := range watchProtocols() {
-		t.Run(p.name, func(t *testing.T) {
-			w := startWatch(t, s, p, -1, "")
-			first := userID(t, s.CreateUser(t, "first", ""))
-			last := w.wantChanges(t, change{usersv1.UserEvent_KIND_CREATED, first, "first"})[0].GetSequence()
-			w.cancel() // the connection drops
-			missed := userID(t, s.CreateUser(t, "missed", ""))
-			s.patchName(t, first, "first, renamed")
+	for _, p := range apitest.WatchProtocols() {
+		t.Run(p.Name, func(t *testing.T) {
+			w := apitest.StartWatch(t, s.Server, p, -1, "")
+			first := apitest.UserID(t, s.CreateUser(t, "first", ""))
+			last := w.WantChanges(t, apitest.Change{Kind: usersv1.UserEvent_KIND_CREATED, ID: first, Name: "first"})[0].GetSequence()
+			w.Cancel() // the connection drops
+			missed := apitest.UserID(t, s.CreateUser(t, "missed", ""))
+			s.PatchName(t, first, "first, renamed")
 
-			resumed := startWatch(t, s, p, last, "")
-			resumed.wantChanges(t, change{usersv1.UserEvent_KIND_CREATED, missed, "missed"}, change{usersv1.UserEvent_KIND_UPDATED, first, "first, renamed"})
-			live := userID(t, s.CreateUser(t, "live", ""))
-			resumed.wantChanges(t, change{usersv1.UserEvent_KIND_CREATED, live, "live"})
-			resumed.quiet(t, 200*time.Millisecond)
+			resumed := apitest.StartWatch(t, s.Server, p, last, "")
+			resumed.WantChanges(t, apitest.Change{Kind: usersv1.UserEvent_KIND_CREATED, ID: missed, Name: "missed"}, apitest.Change{Kind: usersv1.UserEvent_KIND_UPDATED, ID: first, Name: "first, renamed"})
+			live := apitest.UserID(t, s.CreateUser(t, "live", ""))
+			resumed.WantChanges(t, apitest.Change{Kind: usersv1.UserEvent_KIND_CREATED, ID: live, Name: "live"})
+			resumed.Quiet(t, 200*time.Millisecond)
 		})
 	}
 	t.Run("Last-Event-ID wins over afterSequence", func(t *testing.T) {
-		a := userID(t, s.CreateUser(t, "a", ""))
-		b := userID(t, s.CreateUser(t, "b", ""))
-		all := startWatch(t, s, watchProtocols()[0], 0, "")
+		a := apitest.UserID(t, s.CreateUser(t, "a", ""))
+		b := apitest.UserID(t, s.CreateUser(t, "b", ""))
+		all := apitest.StartWatch(t, s.Server, apitest.WatchProtocols()[0], 0, "")
 		var aSequence int64
 		for {
-			e := all.next(t, 5*time.Second)
+			e := all.Next(t, 5*time.Second)
 			if e.GetUser().GetId() == a {
 				aSequence = e.GetSequence()
 				break
 			}
 		}
-		res, err := openEventStream(context.Background(), s, apitest.HTTP1Client, 0, "", http.Header{"Last-Event-Id": {strconv.FormatInt(aSequence, 10)}})
+		res, err := apitest.OpenEventStream(context.Background(), s.Server, apitest.HTTP1Client, 0, "", http.Header{"Last-Event-Id": {strconv.FormatInt(aSequence, 10)}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := &watchStream{events: make(chan watchedEvent, 100), end: make(chan error, 1), cancel: func() { res.Body.Close() }}
-		go func() { w.end <- readEventStream(res.Body, w.events) }()
-		t.Cleanup(w.cancel)
-		w.wantChanges(t, change{usersv1.UserEvent_KIND_CREATED, b, "b"})
+		w := &apitest.WatchStream{Events: make(chan apitest.WatchedEvent, 100), End: make(chan error, 1), Cancel: func() { res.Body.Close() }}
+		go func() { w.End <- apitest.ReadEventStream(res.Body, w.Events) }()
+		t.Cleanup(w.Cancel)
+		w.WantChanges(t, apitest.Change{Kind: usersv1.UserEvent_KIND_CREATED, ID: b, Name: "b"})
 	})
 
 	t.Run("after a restart", func(t *testing.T) {
-		p := watchProtocols()[2] // gRPC
-		w := startWatch(t, s, p, -1, "")
-		before := userID(t, s.CreateUser(t, "before the restart", ""))
-		last := w.wantChanges(t, change{usersv1.UserEvent_KIND_CREATED, before, "before the restart"})[0].GetSequence()
+		p := apitest.WatchProtocols()[2] // gRPC
+		w := apitest.StartWatch(t, s.Server, p, -1, "")
+		before := apitest.UserID(t, s.CreateUser(t, "before the restart", ""))
+		last := w.WantChanges(t, apitest.Change{Kind: usersv1.UserEvent_KIND_CREATED, ID: before, Name: "before the restart"})[0].GetSequence()
 		s.stop()
-		wantWatchCode(t, p, w.ended(t, 5*time.Second), connect.CodeUnavailable, 0)
+		apitest.WantWatchCode(t, p, w.Ended(t, 5*time.Second), connect.CodeUnavailable, 0)
 
 		restarted := startServerOn(t, dbPath, nil)
-		after := userID(t, restarted.CreateUser(t, "after the restart", ""))
-		for _, p := range watchProtocols() {
-			resumed := startWatch(t, restarted, p, last, "")
-			resumed.wantChanges(t, change{usersv1.UserEvent_KIND_CREATED, after, "after the restart"})
-			resumed.quiet(t, 100*time.Millisecond)
+		after := apitest.UserID(t, restarted.CreateUser(t, "after the restart", ""))
+		for _, p := range apitest.WatchProtocols() {
+			resumed := apitest.StartWatch(t, restarted.Server, p, last, "")
+			resumed.WantChanges(t, apitest.Change{Kind: usersv1.UserEvent_KIND_CREATED, ID: after, Name: "after the restart"})
+			resumed.Quiet(t, 100*time.Millisecond)
 		}
 	})
 }
@@ -199,9 +153,9 @@ func TestAWatchRefusesAResumeItCannotServe(t *testing.T) {
 	for range 3 {
 		s.CreateUser(t, "soon swept", "")
 	}
-	for _, p := range watchProtocols() {
-		_, err := openWatch(t, s, p, 1000, "")
-		wantWatchCode(t, p, err, connect.CodeFailedPrecondition, http.StatusGone)
+	for _, p := range apitest.WatchProtocols() {
+		_, err := apitest.OpenWatch(t, s.Server, p, 1000, "")
+		apitest.WantWatchCode(t, p, err, connect.CodeFailedPrecondition, http.StatusGone)
 	}
 	// What the sweeper does a day later: the server reads the same file.
 	later, err := sqlstore.Open(context.Background(), s.dbPath, sqlstore.WithClock(func() time.Time { return time.Now().Add(25 * time.Hour) }))
@@ -212,13 +166,13 @@ func TestAWatchRefusesAResumeItCannotServe(t *testing.T) {
 	if n, err := later.DeleteExpiredUserEvents(context.Background(), 100); n != 3 || err != nil {
 		t.Fatalf("sweep: %d, %v; want 3 changes deleted", n, err)
 	}
-	for _, p := range watchProtocols() {
-		t.Run(p.name, func(t *testing.T) {
+	for _, p := range apitest.WatchProtocols() {
+		t.Run(p.Name, func(t *testing.T) {
 			for _, after := range []int64{0, 2} {
-				_, err := openWatch(t, s, p, after, "")
-				wantWatchCode(t, p, err, connect.CodeFailedPrecondition, http.StatusGone)
+				_, err := apitest.OpenWatch(t, s.Server, p, after, "")
+				apitest.WantWatchCode(t, p, err, connect.CodeFailedPrecondition, http.StatusGone)
 			}
-			startWatch(t, s, p, 3, "").quiet(t, 50*time.Millisecond) // from the last swept change on, nothing is missing
+			apitest.StartWatch(t, s.Server, p, 3, "").Quiet(t, 50*time.Millisecond) // from the last swept change on, nothing is missing
 		})
 	}
 	for _, query := range []string{"afterSequence=-1", "afterSequence=x", "after=1", "role=" + strings.Repeat("r", 65)} {
@@ -229,7 +183,7 @@ func TestAWatchRefusesAResumeItCannotServe(t *testing.T) {
 	if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users/events", Header: map[string]string{"Last-Event-ID": "seven"}}); res.Status != http.StatusBadRequest {
 		t.Errorf("Last-Event-ID: seven: %d %s, want 400", res.Status, res.Body)
 	}
-	_, err = openWatch(t, s, watchProtocols()[0], -1, strings.Repeat("r", 65))
+	_, err = apitest.OpenWatch(t, s.Server, apitest.WatchProtocols()[0], -1, strings.Repeat("r", 65))
 	apitest.RPCWantCode(t, err, connect.CodeInvalidArgument)
 }
 
@@ -240,33 +194,33 @@ func TestAWatchOutlivesTheServersTimeoutsWithHeartbeats(t *testing.T) {
 	s := startServerOn(t, t.TempDir()+"/users.db", map[string]string{
 		"USERS_WRITE_TIMEOUT": "1s", "USERS_READ_TIMEOUT": "1s", "USERS_REQUEST_TIMEOUT": "1s", "USERS_WATCH_HEARTBEAT": "200ms",
 	})
-	var watches []*watchStream
-	for _, p := range watchProtocols() {
-		watches = append(watches, startWatch(t, s, p, -1, ""))
+	var watches []*apitest.WatchStream
+	for _, p := range apitest.WatchProtocols() {
+		watches = append(watches, apitest.StartWatch(t, s.Server, p, -1, ""))
 	}
 	time.Sleep(2500 * time.Millisecond)
-	id := userID(t, s.CreateUser(t, "late", ""))
+	id := apitest.UserID(t, s.CreateUser(t, "late", ""))
 	for i, w := range watches {
 		heartbeats := 0
 	read:
 		for {
 			select {
-			case e := <-w.events:
+			case e := <-w.Events:
 				if e.GetKind() != usersv1.UserEvent_KIND_HEARTBEAT {
 					if e.GetUser().GetId() != id {
-						t.Fatalf("%s: %v, want the create of user %d", watchProtocols()[i].name, e.UserEvent, id)
+						t.Fatalf("%s: %v, want the create of user %d", apitest.WatchProtocols()[i].Name, e.UserEvent, id)
 					}
 					break read
 				}
 				heartbeats++
-			case err := <-w.end:
-				t.Fatalf("%s: the watch ended after the timeouts: %v", watchProtocols()[i].name, err)
+			case err := <-w.End:
+				t.Fatalf("%s: the watch ended after the timeouts: %v", apitest.WatchProtocols()[i].Name, err)
 			case <-time.After(5 * time.Second):
-				t.Fatalf("%s: the create did not arrive", watchProtocols()[i].name)
+				t.Fatalf("%s: the create did not arrive", apitest.WatchProtocols()[i].Name)
 			}
 		}
 		if heartbeats < 5 {
-			t.Errorf("%s: %d heartbeats in 2.5s at one per 200ms of silence", watchProtocols()[i].name, heartbeats)
+			t.Errorf("%s: %d heartbeats in 2.5s at one per 200ms of silence", apitest.WatchProtocols()[i].Name, heartbeats)
 		}
 	}
 }
@@ -275,9 +229,9 @@ func TestAWatchOutlivesTheServersTimeoutsWithHeartbeats(t *testing.T) {
 // and an error event on SSE, and the server stops well within its grace.
 func TestWatchesEndCleanlyWhenTheServerStops(t *testing.T) {
 	s := startServerOn(t, t.TempDir()+"/users.db", map[string]string{"USERS_SHUTDOWN_GRACE": "30s"})
-	var watches []*watchStream
-	for _, p := range watchProtocols() {
-		watches = append(watches, startWatch(t, s, p, -1, ""))
+	var watches []*apitest.WatchStream
+	for _, p := range apitest.WatchProtocols() {
+		watches = append(watches, apitest.StartWatch(t, s.Server, p, -1, ""))
 	}
 	start := time.Now()
 	s.stop() // fails the test if run returns an error
@@ -285,7 +239,7 @@ func TestWatchesEndCleanlyWhenTheServerStops(t *testing.T) {
 		t.Errorf("stopping with open watches took %s", took)
 	}
 	for i, w := range watches {
-		wantWatchCode(t, watchProtocols()[i], w.ended(t, 5*time.Second), connect.CodeUnavailable, 0)
+		apitest.WantWatchCode(t, apitest.WatchProtocols()[i], w.Ended(t, 5*time.Second), connect.CodeUnavailable, 0)
 	}
 }
 
@@ -293,18 +247,18 @@ func TestWatchesEndCleanlyWhenTheServerStops(t *testing.T) {
 // on RPC and 429 on REST for the one over it, and a watch that ends frees its place.
 func TestTheWatcherLimitRefusesTheWatchOverIt(t *testing.T) {
 	s := startServerOn(t, t.TempDir()+"/users.db", map[string]string{"USERS_MAX_WATCHERS": "2"})
-	first := startWatch(t, s, watchProtocols()[0], -1, "")
-	startWatch(t, s, watchProtocols()[4], -1, "")
-	for _, p := range watchProtocols() {
-		_, err := openWatch(t, s, p, -1, "")
-		wantWatchCode(t, p, err, connect.CodeResourceExhausted, http.StatusTooManyRequests)
+	first := apitest.StartWatch(t, s.Server, apitest.WatchProtocols()[0], -1, "")
+	apitest.StartWatch(t, s.Server, apitest.WatchProtocols()[4], -1, "")
+	for _, p := range apitest.WatchProtocols() {
+		_, err := apitest.OpenWatch(t, s.Server, p, -1, "")
+		apitest.WantWatchCode(t, p, err, connect.CodeResourceExhausted, http.StatusTooManyRequests)
 	}
-	first.cancel()
+	first.Cancel()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		w, err := openWatch(t, s, watchProtocols()[2], -1, "")
+		w, err := apitest.OpenWatch(t, s.Server, apitest.WatchProtocols()[2], -1, "")
 		if err == nil {
-			w.cancel()
+			w.Cancel()
 			return
 		}
 		if time.Now().After(deadline) {
@@ -318,7 +272,7 @@ func TestTheWatcherLimitRefusesTheWatchOverIt(t *testing.T) {
 // reaches a watcher whole, in order, and a resume from before it reads it whole again.
 func TestAWatchOfManyChangesIsDeliveredInOrder(t *testing.T) {
 	s := startServer(t)
-	w := startWatch(t, s, watchProtocols()[2], -1, "")
+	w := apitest.StartWatch(t, s.Server, apitest.WatchProtocols()[2], -1, "")
 	// Written behind the server's back, as another replica would: only the log tells of them.
 	db, err := sqlstore.Open(context.Background(), s.dbPath)
 	if err != nil {
@@ -333,12 +287,12 @@ func TestAWatchOfManyChangesIsDeliveredInOrder(t *testing.T) {
 		}
 	}
 	for range n {
-		sequences = append(sequences, w.next(t, 5*time.Second).GetSequence())
+		sequences = append(sequences, w.Next(t, 5*time.Second).GetSequence())
 	}
 	if !slices.IsSorted(sequences) || len(slices.Compact(slices.Clone(sequences))) != n {
 		t.Fatalf("sequences of the burst are not growing: %v", sequences)
 	}
-	w.quiet(t, 200*time.Millisecond)
+	w.Quiet(t, 200*time.Millisecond)
 }
 
 // TestAWatcherThatDoesNotReadIsEndedNotBuffered: a client that stops reading while changes pour in
