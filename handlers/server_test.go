@@ -21,6 +21,7 @@ type testServer struct {
 	apitest.Server // where it listens, and how a test talks to it
 	service        *Service
 	logs           *apitest.Logs // the service's log and access log, unless the test gave a logger
+	dbPath         string        // the SQLite file, unless the test gave a store
 }
 
 // startServer serves New's handler with the test key and a fresh database; it stops when the test
@@ -34,8 +35,10 @@ func startServer(t *testing.T) *testServer {
 // unless cfg has them.
 func startServerWith(t *testing.T, cfg Config) *testServer {
 	t.Helper()
+	var dbPath string
 	if cfg.Store == nil {
-		st, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "users.db"))
+		dbPath = filepath.Join(t.TempDir(), "users.db")
+		st, err := sqlstore.Open(context.Background(), dbPath)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +67,7 @@ func startServerWith(t *testing.T, cfg Config) *testServer {
 		svc.EndWatches()
 		srv.Close()
 	})
-	return &testServer{Server: apitest.Server{BaseURL: srv.URL}, service: svc, logs: logs}
+	return &testServer{Server: apitest.Server{BaseURL: srv.URL}, service: svc, logs: logs, dbPath: dbPath}
 }
 
 // The requests and answers of every test here, as apitest sends and reads them.
