@@ -48,10 +48,12 @@ func publicError(ctx context.Context, logger *slog.Logger, err error) *connect.E
 	if errors.As(err, &he) {
 		return connect.NewError(he.code, errors.New(he.message))
 	}
+	var ue *users.Error
 	var ce *connect.Error
-	if ue := (*users.Error)(nil); errors.As(err, &ue) {
+	switch {
+	case errors.As(err, &ue):
 		ce = connect.NewError(ue.Code(), errors.New(ue.Error()))
-	} else if !errors.As(err, &ce) {
+	case !errors.As(err, &ce):
 		ce = connect.NewError(connect.CodeInternal, err)
 	}
 	switch ce.Code() {

@@ -132,8 +132,9 @@ func New(cfg Config) (*Service, error) {
 
 // withMiddleware wraps the routes in what every request passes through, outermost last. (Each
 // route adds its own deadline, or keeps a stream's deadlines: see routeTable.add.) The order
-// matters: the request id comes first so that everything below can log with it, the observer (metrics, span, access log) sees every answer, and the final error handler is
-// below CORS and the security headers so that an error it writes carries them.
+// matters: the request id comes first so that everything below can log with it, the observer
+// (metrics, span, access log) sees every answer, and the final error handler is below CORS and
+// the security headers so that an error it writes carries them.
 func withMiddleware(cfg Config, obs observer, routes *routeTable, serving http.Handler) http.Handler {
 	errs := routes.errs
 	h := withCleanPaths(errs, serving)
