@@ -25,6 +25,7 @@ import (
 
 	"usersd/bench/internal/fixture"
 	"usersd/bench/internal/seeded"
+	"usersd/store/sqlstore"
 )
 
 // sizeFlag is a number of users given as 1000, 1k, 1m or 10m.
@@ -127,6 +128,17 @@ func countUsers(ctx context.Context, db string) (int64, error) {
 		return countPostgres(ctx, db)
 	}
 	return countSQLite(db)
+}
+
+// recountUsers rebuilds the counts that usersd keeps, with usersd's own code, after a load that
+// went around the count triggers, and returns them by scope.
+func recountUsers(ctx context.Context, db string) (map[string]int64, error) {
+	st, err := sqlstore.Open(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("open %s to count its users: %w", redact(db), err)
+	}
+	defer st.Close()
+	return st.RecountUsers(ctx)
 }
 
 // checkCounts compares the counts that the database keeps (scope -> n, as in user_counts) with

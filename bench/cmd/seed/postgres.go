@@ -55,7 +55,7 @@ func seedPostgres(ctx context.Context, dbURL string, n int) (fixture.Summary, er
 			return fixture.Summary{}, fmt.Errorf("drop index %s: %w", ix.name, err)
 		}
 	}
-	// The count trigger would append two deltas per user; the counts are written once below.
+	// The count trigger would append two deltas per user; usersd recounts them once below.
 	// The ids are the fixture's: the identity column takes them only while it is BY DEFAULT (pgx's
 	// CopyFrom cannot say OVERRIDING SYSTEM VALUE).
 	for _, stmt := range []string{
@@ -91,7 +91,7 @@ func seedPostgres(ctx context.Context, dbURL string, n int) (fixture.Summary, er
 	}
 
 	t := time.Now()
-	kept, err := countPostgresUsers(ctx, conn)
+	kept, err := recountUsers(ctx, dbURL)
 	if err != nil {
 		return fixture.Summary{}, err
 	}
@@ -153,42 +153,6 @@ func copyUsers(ctx context.Context, conn *pgx.Conn, n int) (fixture.Summary, err
 		return summary, fmt.Errorf("copy users: %d rows copied, want %d", copied, n)
 	}
 	return summary, nil
-}
-
-// countPostgresUsers writes user_counts from the users, as migration 0007 does on an existing
-// table, empties user_count_deltas (the triggers were off, so nothing is pending), and returns the
-// counts.
-func countPostgresUsers(ctx context.Context, conn *pgx.Conn) (map[string]int64, error) {
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	for _, stmt := range []string{
-		`DELETE FROM user_counts`,
-		`DELETE FROM user_count_deltas`,
-		`INSERT INTO user_counts (scope, n) SELECT 'all', COUNT(*) FROM users`,
-		`INSERT INTO user_counts (scope, n) SELECT 'role:' || role, COUNT(*) FROM users GROUP BY role`,
-	} {
-		if _, err := tx.Exec(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("count users: %s: %w", stmt, err)
-		}
-	}
-	rows, err := tx.Query(ctx, `SELECT scope, n FROM user_counts`)
-	if err != nil {
-		return nil, fmt.Errorf("read user_counts: %w", err)
-	}
-	kept := map[string]int64{}
-	var scope string
-	var n int64
-	if _, err := pgx.ForEachRow(rows, []any{&scope, &n}, func() error { kept[scope] = n; return nil }); err != nil {
-		return nil, fmt.Errorf("read user_counts: %w", err)
-	}
-	var deltas int64
-	if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM user_count_deltas`).Scan(&deltas); err != nil || deltas != 0 {
-		return nil, fmt.Errorf("user_count_deltas has %d rows after emptying it (%v)", deltas, err)
-	}
-	return kept, tx.Commit(ctx)
 }
 
 func countPostgres(ctx context.Context, dbURL string) (int64, error) {

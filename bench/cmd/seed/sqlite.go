@@ -55,8 +55,7 @@ func seedSQLite(ctx context.Context, path string, n int) (fixture.Summary, error
 	start := time.Now()
 	// Without the indexes, every row is appended to the table alone; building each index once from
 	// sorted keys is much faster than growing eleven B-trees by random inserts. Without the count
-	// triggers, each row skips two upserts; the counts are computed once at the end (faster: see
-	// the comment of countSQLiteUsers).
+	// triggers, each row skips two upserts; usersd recounts the users once at the end.
 	saved, err := sqliteUsersObjects(ctx, db)
 	if err != nil {
 		return fixture.Summary{}, err
@@ -83,7 +82,7 @@ func seedSQLite(ctx context.Context, path string, n int) (fixture.Summary, error
 	}
 
 	t := time.Now()
-	kept, err := countSQLiteUsers(ctx, db)
+	kept, err := recountUsers(ctx, path)
 	if err != nil {
 		return fixture.Summary{}, err
 	}
@@ -189,50 +188,6 @@ func insertSQLiteUsers(ctx context.Context, db *sql.DB, n int) (fixture.Summary,
 		}
 	}
 	return summary, nil
-}
-
-// countSQLiteUsers writes user_counts from the users, as migration 0003 does on an existing table,
-// and returns them. Measured at 1,000,000 users on the development VM: the insert took 3.8 s
-// without the count triggers and 5.4 s with them, and this count 0.1 s (through the role index).
-func countSQLiteUsers(ctx context.Context, db *sql.DB) (map[string]int64, error) {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-	for _, stmt := range []string{
-		`DELETE FROM user_counts`,
-		`INSERT INTO user_counts (scope, n) SELECT 'all', COUNT(*) FROM users`,
-		`INSERT INTO user_counts (scope, n) SELECT 'role:' || role, COUNT(*) FROM users GROUP BY role`,
-	} {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("count users: %s: %w", stmt, err)
-		}
-	}
-	kept, err := readCounts(ctx, tx)
-	if err != nil {
-		return nil, err
-	}
-	return kept, tx.Commit()
-}
-
-// readCounts reads user_counts.
-func readCounts(ctx context.Context, tx *sql.Tx) (map[string]int64, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT scope, n FROM user_counts`)
-	if err != nil {
-		return nil, fmt.Errorf("read user_counts: %w", err)
-	}
-	defer rows.Close()
-	kept := map[string]int64{}
-	for rows.Next() {
-		var scope string
-		var n int64
-		if err := rows.Scan(&scope, &n); err != nil {
-			return nil, err
-		}
-		kept[scope] = n
-	}
-	return kept, rows.Err()
 }
 
 // countSQLite counts the users of a usersd SQLite file, opening it as SQLite does after a crash
