@@ -7,7 +7,7 @@
 // Only HTTP/2 connections are batched: one HTTP/1.1 request writes its answer in one call already,
 // and the flusher's hop would only add to it. An idle connection holds neither a goroutine nor a
 // buffer of this package: the flusher runs only while bytes are pending, and its buffer comes
-// from a pool and goes back to it. Whether this pays, and where, is measured in docs/PERFORMANCE.md.
+// from a pool and goes back to it. Whether this pays, and where, is measured in docs/PERFORMANCE.md#device-coalesce.
 package coalesce
 
 import (

@@ -1,6 +1,6 @@
 // The access log: one JSON line a request, in the shape of the service's other log lines (slog's
 // JSON), written by hand because it is on every request's path and slog's JSON handler was a
-// visible share of a cached REST GET (docs/PERFORMANCE.md, "What changed since the first run").
+// visible share of a cached REST GET (docs/PERFORMANCE.md#device-access-log).
 package handlers
 
 import (

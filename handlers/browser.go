@@ -27,8 +27,9 @@ var (
 // sniffing (a JSON error cannot be run as a script), the policy above, and no Referer sent on.
 // gRPC answers go without them: browsers cannot speak gRPC (they use gRPC-Web or Connect, which get
 // the headers), and HPACK-encoding some 300 bytes of headers on every call was a visible share of a
-// gRPC call's CPU (docs/PERFORMANCE.md). An answer is a gRPC answer only when a gRPC request reaches an RPC path: the content
-// type is the client's to choose, and on any other route it must not take the headers away.
+// gRPC call's CPU (docs/PERFORMANCE.md#device-grpc-headers). An answer is a gRPC answer only when a
+// gRPC request reaches an RPC path: the content type is the client's to choose, and on any other
+// route it must not take the headers away.
 func withSecurityHeaders(routes *routeTable, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isGRPC(r) && routes.isRPCPath(r.URL.Path) {

@@ -1,8 +1,7 @@
 // The deadline of a request's work, with its timer started only when something waits for it.
 // context.WithTimeout on every request makes a timer and takes a place in the parent's list of
 // children, and most reads, served from memory, never wait on anything. Measured against
-// context.WithTimeout in docs/PERFORMANCE.md ("Devices, each measured on against off"); it stays
-// because it pays there.
+// context.WithTimeout in docs/PERFORMANCE.md#device-lazy-deadline; it stays because it pays there.
 package handlers
 
 import (

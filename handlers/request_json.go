@@ -1,7 +1,7 @@
 // A direct JSON decoder for the one request that reads are made of: GetUserRequest, as every
 // Connect JSON client sends it, {"id":N}. What protojson's reflection-driven decoder cost a Connect
-// GetUser for those eight bytes is measured in docs/PERFORMANCE.md ("What changed since the first
-// run"). Any other form (spaces, the id as a string, other fields) goes to protojson, which decides it.
+// GetUser for those eight bytes is measured in docs/PERFORMANCE.md#device-direct-json. Any other
+// form (spaces, the id as a string, other fields) goes to protojson, which decides it.
 package handlers
 
 import (

@@ -34,7 +34,8 @@ const (
 //
 // Flushes: connect flushes the answer after every message it sends; on HTTP/2 each flush is a DATA
 // frame of its own, handed to the connection's goroutine. While the writer is held, flushes are
-// put off until it is released. Only the stream's own goroutine uses it.
+// put off until it is released (measured in docs/PERFORMANCE.md#device-watch-flush). Only the
+// stream's own goroutine uses it.
 type streamWriter struct {
 	http.ResponseWriter
 	conn          *http.ResponseController

@@ -1,7 +1,7 @@
 // A direct JSON encoder for User, the message that every read answers with. It writes the exact
 // bytes that protojson (compacted) writes, without protojson's reflection and the compaction pass;
-// what those cost a REST GET is measured in docs/PERFORMANCE.md ("What changed since the first
-// run"). Anything it does not cover, it leaves to protojson, so the bytes on the wire never depend
+// what those cost a REST GET is measured in docs/PERFORMANCE.md#device-direct-json. Anything it
+// does not cover, it leaves to protojson, so the bytes on the wire never depend
 // on which path wrote them.
 package handlers
 

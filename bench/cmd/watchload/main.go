@@ -17,8 +17,7 @@
 //
 // By default usersd is pinned to CPU 0 and watchload to CPU 1, as bench/run does (-server-cpus,
 // -client-cpus; "" for no pinning). The report is a Markdown table on stdout; progress goes to
-// stderr; the exit status is 2 when a check failed. See docs/PERFORMANCE.md, "Watching: 1,000
-// watchers at 500 writes a second".
+// stderr; the exit status is 2 when a check failed. See docs/PERFORMANCE.md#watch-fan-out.
 package main
 
 import (
