@@ -35,6 +35,38 @@ func newLazyDeadline(parent context.Context, deadline time.Time) *lazyDeadline {
 	return &lazyDeadline{Context: parent, deadline: deadline}
 }
 
+// lazyDeadlineKey finds the request's lazyDeadline among the values of a context derived from it.
+type lazyDeadlineKey struct{}
+
+func (c *lazyDeadline) Value(key any) any {
+	if _, ok := key.(lazyDeadlineKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// withoutDeadline returns ctx without the request deadline that withRequestContext gave it: every
+// value of ctx, and the cancellation of the request itself (its client gone, the server stopped),
+// but not the deadline. A stream, which lasts as long as its client watches, is served with it.
+func withoutDeadline(ctx context.Context) context.Context {
+	d, ok := ctx.Value(lazyDeadlineKey{}).(*lazyDeadline)
+	if !ok {
+		return ctx
+	}
+	return untimed{Context: ctx, request: d.Context}
+}
+
+// untimed is a context's values with another context's cancellation: the request's, before its
+// deadline.
+type untimed struct {
+	context.Context                 // the values
+	request         context.Context // the cancellation
+}
+
+func (u untimed) Deadline() (time.Time, bool) { return u.request.Deadline() }
+func (u untimed) Done() <-chan struct{}       { return u.request.Done() }
+func (u untimed) Err() error                  { return u.request.Err() }
+
 // started returns the context that carries the timer, making it on first use.
 func (c *lazyDeadline) started() *timedContext {
 	if t := c.timed.Load(); t != nil {

@@ -146,3 +146,39 @@ func TestLazyDeadlineUnderConcurrentUse(t *testing.T) {
 	wg.Wait()
 	ctx.stop()
 }
+
+// TestWithoutDeadlineKeepsTheValuesAndTheRequestsCancellation: a stream's context has every value
+// of the request's, no deadline, and ends when the request does (its client gone), not at the
+// request deadline.
+func TestWithoutDeadlineKeepsTheValuesAndTheRequestsCancellation(t *testing.T) {
+	type key struct{}
+	request, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "request"))
+	timed := newLazyDeadline(request, time.Now().Add(time.Millisecond))
+	defer timed.stop()
+	type later struct{}
+	ctx := withoutDeadline(context.WithValue(timed, later{}, "span"))
+	if _, ok := ctx.Deadline(); ok {
+		t.Fatal("the stream's context has a deadline")
+	}
+	if ctx.Value(key{}) != "request" || ctx.Value(later{}) != "span" {
+		t.Fatal("the stream's context lost a value")
+	}
+	child, stopChild := context.WithCancel(ctx)
+	defer stopChild()
+	time.Sleep(20 * time.Millisecond) // past the request deadline
+	if ctx.Err() != nil || child.Err() != nil {
+		t.Fatalf("the stream's context ended at the request deadline: %v, %v", ctx.Err(), child.Err())
+	}
+	cancel()
+	select {
+	case <-child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a context derived from the stream's did not end when the request did")
+	}
+	if ctx.Err() != context.Canceled {
+		t.Fatalf("the stream's context: %v, want canceled", ctx.Err())
+	}
+	if plain := context.Background(); withoutDeadline(plain) != plain {
+		t.Fatal("a context without a request deadline was changed")
+	}
+}

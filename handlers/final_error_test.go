@@ -68,10 +68,10 @@ func TestAFaultIsAnsweredWithTheFixedMessageOnEveryProtocol(t *testing.T) {
 func TestAPanicIsAnsweredInTheRequestsProtocol(t *testing.T) {
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	routes := newRouteTable(NewAPIKeys("k"), logger, nil, 0, 0)
+	routes := newRouteTable(NewAPIKeys("k"), logger, nil, 0)
 	routes.rpc("/"+usersv1connect.UsersName+"/", http.NotFoundHandler(), nil)
 	panicking := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("deliberate: secret detail") })
-	srv := startH2C(t, withRequestID(false, withObservation(observer{accessLog: logs, routes: routes}, withRecover(logger, routes.errs, panicking))))
+	srv := startH2C(t, withRequestContext(0, false, withObservation(observer{accessLog: logs, routes: routes}, withRecover(logger, routes.errs, panicking))))
 
 	wantInternalOnEveryProtocol(t, srv.URL)
 	res, err := http.Get(srv.URL + "/anything")
@@ -163,13 +163,13 @@ func TestAPanicAfterTheAnswerBeganCutsItOff(t *testing.T) {
 			return withMiddleware(Config{Logger: logger, MaxBodyBytes: DefaultMaxBodyBytes}, observer{accessLog: &syncBuffer{}, routes: routes}, routes, halfway)
 		}},
 		{"a wrapper between the access log and the final error handler", func(logger *slog.Logger, routes *routeTable) http.Handler {
-			return withRequestID(false, withObservation(observer{accessLog: &syncBuffer{}, routes: routes}, passThrough(withRecover(logger, routes.errs, halfway))))
+			return withRequestContext(0, false, withObservation(observer{accessLog: &syncBuffer{}, routes: routes}, passThrough(withRecover(logger, routes.errs, halfway))))
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			logs := &syncBuffer{}
 			logger := slog.New(slog.NewJSONHandler(logs, nil))
-			srv := startH2C(t, c.chain(logger, newRouteTable(NewAPIKeys("k"), logger, nil, 0, 0)))
+			srv := startH2C(t, c.chain(logger, newRouteTable(NewAPIKeys("k"), logger, nil, 0)))
 			res, err := http.Get(srv.URL + "/anything")
 			if err != nil {
 				t.Fatal(err)

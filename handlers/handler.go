@@ -119,7 +119,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	health := &storeHealth{store: cfg.Store}
-	routes := newRouteTable(cfg.Keys, cfg.Logger, metrics, cfg.RequestTimeout, cfg.WatchHeartbeat)
+	routes := newRouteTable(cfg.Keys, cfg.Logger, metrics, cfg.WatchHeartbeat)
 	if err := addRoutes(routes, deps{Config: cfg, users: service, errs: routes.errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
@@ -130,11 +130,11 @@ func New(cfg Config) (*Service, error) {
 	return &Service{Handler: withMiddleware(cfg, obs, routes, routes.serving), health: health, users: service, routes: routes.routes}, nil
 }
 
-// withMiddleware wraps the routes in what every request passes through, outermost last. (Each
-// route adds its own deadline, or keeps a stream's deadlines: see routeTable.add.) The order
-// matters: the request id comes first so that everything below can log with it, the observer
-// (metrics, span, access log) sees every answer, and the final error handler is below CORS and
-// the security headers so that an error it writes carries them.
+// withMiddleware wraps the routes in what every request passes through, outermost last. The order
+// matters: the request context (id, deadline) comes first so that everything below can log with
+// it, the observer (metrics, span, access log) sees every answer, and the final error handler is
+// below CORS and the security headers so that an error it writes carries them. (A stream route
+// sheds the deadline: see routeTable.add.)
 func withMiddleware(cfg Config, obs observer, routes *routeTable, serving http.Handler) http.Handler {
 	errs := routes.errs
 	h := withCleanPaths(errs, serving)
@@ -145,7 +145,7 @@ func withMiddleware(cfg Config, obs observer, routes *routeTable, serving http.H
 	h = withSecurityHeaders(routes, h)
 	h = withCORS(cfg.CORSOrigins, h)
 	h = withObservation(obs, h)
-	return withRequestID(cfg.TrustRequestID, h)
+	return withRequestContext(cfg.RequestTimeout, cfg.TrustRequestID, h)
 }
 
 // withCleanPaths answers 404 for a path with dot segments or doubled slashes, or with

@@ -1,5 +1,5 @@
-// Middleware that every request passes through: request id, the final error handler (recover),
-// the body limit, and the checks that HTTP needs before any route.
+// Middleware that every request passes through: request id and deadline, the final error handler
+// (recover), the body limit, and the checks that HTTP needs before any route.
 package handlers
 
 import (
@@ -14,15 +14,20 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"runtime/debug"
+	"time"
 
 	"connectrpc.com/connect"
 )
 
-// withRequestID gives every request an id, echoed in the response so that a client can quote it,
-// and logged with every line of the request. The id is the request's X-Request-Id only if
-// trustHeader says a proxy sets it (a sane one); otherwise it is new, and a sane X-Request-Id is
+// withRequestContext gives every request an id, echoed in the response so that a client can quote
+// it and logged with every line of the request, and gives its work a deadline (none if timeout is
+// 0), which the store's queries honour: a request cannot hold a connection or the writer for
+// longer, and a client that goes away cancels it at once. Both go into the request's context in
+// one step, since each step copies the request (docs/PERFORMANCE-LOG.md, 2026-11-21). A stream
+// route sheds the deadline again (see withoutDeadline). The id is the request's X-Request-Id only
+// if trustHeader says a proxy sets it (a sane one); otherwise it is new, and a sane X-Request-Id is
 // kept to be logged beside it.
-func withRequestID(trustHeader bool, next http.Handler) http.Handler {
+func withRequestContext(timeout time.Duration, trustHeader bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := &requestInfo{}
 		if sent := r.Header.Get("X-Request-Id"); isSafeRequestID(sent) {
@@ -36,7 +41,13 @@ func withRequestID(trustHeader bool, next http.Handler) http.Handler {
 			info.id = newRequestID()
 		}
 		w.Header().Set("X-Request-Id", info.id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info)))
+		ctx := context.WithValue(r.Context(), requestInfoKey{}, info)
+		if timeout > 0 {
+			timed := newLazyDeadline(ctx, time.Now().Add(timeout))
+			defer timed.stop()
+			ctx = timed
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -11,7 +11,7 @@ import (
 
 type requestInfoKey struct{}
 
-// requestInfo is what is known of a request beyond the request itself. withRequestID puts it in
+// requestInfo is what is known of a request beyond the request itself. withRequestContext puts it in
 // the request's context, with the request's ids. Two fields are learnt below, each written in one
 // place: the route table sets route as it serves a request, and recordRPCCode the code an RPC ended
 // with. withObservation reads them once the answer is done, so that the request's metrics and span

@@ -1,7 +1,8 @@
 // The route table: a route is added as public or as protected, never without that choice; an RPC
 // service is mounted through it, so that it alone knows which paths are RPCs; and a route that
-// streams says so as it is added, so that it alone decides which requests have a deadline. It keeps
-// the list of what was added, so that tests can drive every route instead of reading the source.
+// streams says so as it is added, so that it alone decides which requests shed their deadline. It
+// keeps the list of what was added, so that tests can drive every route instead of reading the
+// source.
 package handlers
 
 import (
@@ -38,7 +39,7 @@ type route struct {
 	pattern string
 	access  access
 	why     string // why a public route that may write needs no key; "" for the others
-	// stream says that the route's answer lasts as long as its client watches: it has no request
+	// stream says that the route's answer lasts as long as its client watches: it sheds the request
 	// deadline, and keeps its connection's deadlines itself (see streamWriter).
 	stream bool
 }
@@ -56,18 +57,17 @@ type routeTable struct {
 	keys           *APIKeys
 	errs           *errorWriter
 	metrics        *metrics // counts refused API keys
-	// requestTimeout is the deadline of every route's work but a stream's; watchHeartbeat is the
-	// longest a stream stays silent, which its write deadline allows for.
-	requestTimeout, watchHeartbeat time.Duration
+	// watchHeartbeat is the longest a stream stays silent, which its write deadline allows for.
+	watchHeartbeat time.Duration
 	// rpcPaths are the paths under which RPC services are mounted.
 	rpcPaths []string
 	routes   []route
 	err      error // every refused registration; New fails with it
 }
 
-func newRouteTable(keys *APIKeys, logger *slog.Logger, metrics *metrics, requestTimeout, watchHeartbeat time.Duration) *routeTable {
+func newRouteTable(keys *APIKeys, logger *slog.Logger, metrics *metrics, watchHeartbeat time.Duration) *routeTable {
 	t := &routeTable{serving: http.NewServeMux(), known: http.NewServeMux(), keys: keys, metrics: metrics,
-		requestTimeout: requestTimeout, watchHeartbeat: watchHeartbeat}
+		watchHeartbeat: watchHeartbeat}
 	t.errs = &errorWriter{logger: logger, rpc: connect.NewErrorWriter(), routes: t}
 	// The catch-all is not a route of the table: it only answers what no route serves, with an error.
 	t.serving.Handle("/", answerMiss(t.known, t.errs))
@@ -127,9 +127,9 @@ func (t *routeTable) rpc(path string, h http.Handler, methods []rpcMethod) {
 	}
 }
 
-// add serves h at the route's pattern: within the request deadline, or as a stream. It records the
-// route in each request it serves (see requestInfo): its pattern without the method is the route
-// label of the request's metrics and span.
+// add serves h at the route's pattern, as a stream if the route is one. It records the route in
+// each request it serves (see requestInfo): its pattern without the method is the route label of
+// the request's metrics and span.
 func (t *routeTable) add(r route, h http.Handler) {
 	label := r.pattern
 	if i := strings.IndexAny(label, " \t"); i >= 0 {
@@ -138,8 +138,6 @@ func (t *routeTable) add(r route, h http.Handler) {
 	stats := newRouteStats(label, t.isRPCPath(label))
 	if r.stream {
 		h = asStream(t.watchHeartbeat, h)
-	} else {
-		h = withDeadline(t.requestTimeout, h)
 	}
 	served := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if info := infoOf(req.Context()); info != nil {

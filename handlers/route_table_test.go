@@ -193,7 +193,7 @@ func TestAPublicRouteThatMayWriteMustSayWhy(t *testing.T) {
 		{"/a", "it changes nothing", false},
 	} {
 		t.Run(fmt.Sprintf("%q why %q", c.pattern, c.why), func(t *testing.T) {
-			table := newRouteTable(NewAPIKeys("k"), slog.New(slog.DiscardHandler), nil, 0, 0)
+			table := newRouteTable(NewAPIKeys("k"), slog.New(slog.DiscardHandler), nil, 0)
 			table.public(c.pattern, ok, c.why)
 			if refused := table.err != nil; refused != c.refused {
 				t.Fatalf("refused %v (%v), want %v", refused, table.err, c.refused)

@@ -1,5 +1,5 @@
 // Streams: the answer of a route that lasts as long as its client watches (WatchUsers on every RPC
-// protocol, GET /users/events). Such a route has no request deadline; its writer keeps the
+// protocol, GET /users/events). Such a route sheds the request deadline; its writer keeps the
 // connection's deadlines instead, and lets the service send a batch of messages with one flush.
 package handlers
 
@@ -46,13 +46,14 @@ type streamWriter struct {
 
 type streamWriterKey struct{}
 
-// asStream serves h as a stream whose longest silence is heartbeat. The stream's writer is also in
-// the request's context, for the RPC method that sends on it through connect (see rpcUsers).
+// asStream serves h as a stream whose longest silence is heartbeat, without the request deadline.
+// The stream's writer is also in the request's context, for the RPC method that sends on it through
+// connect (see rpcUsers).
 func asStream(heartbeat time.Duration, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &streamWriter{ResponseWriter: w, conn: http.NewResponseController(w), heartbeat: heartbeat}
 		sw.conn.SetReadDeadline(time.Time{})
-		h.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), streamWriterKey{}, sw)))
+		h.ServeHTTP(sw, r.WithContext(context.WithValue(withoutDeadline(r.Context()), streamWriterKey{}, sw)))
 	})
 }
 
@@ -136,18 +137,4 @@ func (s rpcWatchStream) Send(batch []*usersv1.UserEvent) error {
 		return send()
 	}
 	return s.writer.inOneFlush(send)
-}
-
-// withDeadline gives a request's work a deadline (none if timeout is 0), which the store's queries
-// honour: a request cannot hold a connection or the writer for longer, and a client that goes away
-// cancels it at once.
-func withDeadline(timeout time.Duration, next http.Handler) http.Handler {
-	if timeout <= 0 {
-		return next
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		timed := newLazyDeadline(r.Context(), time.Now().Add(timeout))
-		defer timed.stop()
-		next.ServeHTTP(w, r.WithContext(timed))
-	})
 }
