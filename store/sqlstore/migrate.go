@@ -66,12 +66,12 @@ func (d *dialect) migrations() ([]migration, error) {
 // transaction together with the row that records it, so a failed migration leaves nothing behind
 // and the data before it stays as it was. Processes that start at once (replicas) take turns under
 // the dialect's migration lock, so only the first applies a migration and the others see it applied.
-func (s *Store) migrate(ctx context.Context) (err error) {
+func (s *Store) migrate(ctx context.Context, db *sql.DB) (err error) {
 	ms, err := s.dialect.migrations()
 	if err != nil {
 		return err
 	}
-	conn, err := s.writer.Conn(ctx)
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -99,6 +99,17 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 		}
 	}
 	return nil
+}
+
+// migrateDirect migrates on a connection of its own to the direct URL: the migration lock is held
+// by a session, which a pooler in transaction mode would hand to another client between statements.
+func (s *Store) migrateDirect(ctx context.Context) error {
+	db, err := openPostgres(ctx, s.direct, false)
+	if err != nil {
+		return fmt.Errorf("the direct URL: %w", err)
+	}
+	defer db.Close()
+	return s.migrate(ctx, db)
 }
 
 func (s *Store) apply(ctx context.Context, conn *sql.Conn, m migration) error {

@@ -13,8 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // migrationLockKey names the advisory lock that replicas take to migrate one at a time; any
@@ -54,12 +55,18 @@ func isPostgresURL(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
-// openPostgres opens a pool on the database that dsn names and checks that it answers.
-func openPostgres(ctx context.Context, dsn string) (*sql.DB, error) {
-	db, err := sql.Open("pgx", dsn)
+// openPostgres opens a pool on the database that dsn names and checks that it answers. pooled says
+// that dsn goes through a pooler in transaction mode: unless dsn chooses otherwise, statements
+// then run without server-side prepared statements (see WithDirect).
+func openPostgres(ctx context.Context, dsn string, pooled bool) (*sql.DB, error) {
+	config, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("PostgreSQL URL: %w", err) // pgx's message never repeats the password
 	}
+	if pooled && config.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement { // pgx's default
+		config.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	db := stdlib.OpenDB(*config)
 	// A replica keeps a modest pool: many replicas share the server's connection limit.
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(16)

@@ -87,3 +87,16 @@ func TestPostgresComparesTextBytewise(t *testing.T) {
 		t.Fatalf("found %d of the columns name and role", seen)
 	}
 }
+
+// TestPostgresConformanceThroughPgBouncer runs the whole conformance suite through PgBouncer in
+// transaction mode, with the migrations and LISTEN on the direct URL: the topology most PostgreSQL
+// deployments run. pgx's default statement cache fails there (a prepared statement meets another
+// client's on the same server connection: SQLSTATE 42P05); WithDirect makes the pool run without
+// one.
+func TestPostgresConformanceThroughPgBouncer(t *testing.T) {
+	bouncer := storetest.StartPgBouncer(t)
+	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+		pooled, direct := bouncer.Database(t)
+		return open(t, pooled, sqlstore.WithClock(now), sqlstore.WithDirect(direct))
+	})
+}

@@ -35,6 +35,9 @@ type Store struct {
 	notices notices
 	// logger tells of trouble in the store's background work.
 	logger *slog.Logger
+	// direct is the URL that bypasses the pooler the store's URL goes through (see WithDirect);
+	// "" when the store's URL is direct itself.
+	direct string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -48,6 +51,17 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = func() time.Time { return now().UTC().Truncate(time.Microsecond) } }
 }
 
+// WithDirect tells the store that dsn reaches PostgreSQL through a pooler in transaction mode
+// (PgBouncer's default) and that direct is a URL of the same database that does not. What a pooler
+// cannot carry uses direct: the migrations, under their session lock, and the LISTEN connection
+// that wakes watchers at once. The pool through the pooler then runs every statement without a
+// server-side prepared statement (pgx's exec mode), since the pooler may run a statement's
+// preparation and its execution on different server connections, unless dsn names another
+// default_query_exec_mode that works without them (describe_exec or simple_protocol).
+func WithDirect(direct string) Option {
+	return func(s *Store) { s.direct = direct }
+}
+
 // WithLogger makes the store log trouble in its background work (the listener of other replicas'
 // changes, on PostgreSQL) to logger instead of discarding it.
 func WithLogger(logger *slog.Logger) Option {
@@ -59,30 +73,39 @@ func WithLogger(logger *slog.Logger) Option {
 // ":memory:".
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	s := &Store{logger: slog.New(slog.DiscardHandler)}
+	WithClock(time.Now)(s)
+	for _, opt := range opts {
+		opt(s)
+	}
+	migrateOn := func(s *Store) error { return s.migrate(ctx, s.writer) }
 	if isPostgresURL(dsn) {
-		db, err := openPostgres(ctx, dsn)
+		db, err := openPostgres(ctx, dsn, s.direct != "")
 		if err != nil {
 			return nil, err
 		}
 		s.dialect, s.reader, s.writer = &postgresDialect, db, db
-		config, err := listenConfig(dsn)
+		listenDSN := dsn
+		if s.direct != "" {
+			listenDSN = s.direct
+			migrateOn = func(s *Store) error { return s.migrateDirect(ctx) }
+		}
+		config, err := listenConfig(listenDSN)
 		if err != nil {
 			db.Close()
 			return nil, fmt.Errorf("PostgreSQL URL: %w", err)
 		}
 		s.notices.listen = func(ctx context.Context, notify func()) { listenForChanges(ctx, config, notify, s.logger) }
 	} else {
+		if s.direct != "" {
+			return nil, errors.New("a direct URL is for PostgreSQL behind a pooler; a SQLite file has none")
+		}
 		reader, writer, err := openSQLite(dsn)
 		if err != nil {
 			return nil, err
 		}
 		s.dialect, s.reader, s.writer = &sqliteDialect, reader, writer
 	}
-	WithClock(time.Now)(s)
-	for _, opt := range opts {
-		opt(s)
-	}
-	if err := s.migrate(ctx); err != nil {
+	if err := migrateOn(s); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("migrate %s: %w", s.dialect.name, err)
 	}
