@@ -20,8 +20,11 @@ import (
 )
 
 type config struct {
-	addr          string
-	db            string
+	addr string
+	db   string
+	// dbDirect is a URL of -db's database that bypasses the pooler -db goes through; "" when -db
+	// is direct itself (sqlstore.WithDirect).
+	dbDirect      string
 	apiKeysFile   string
 	maxBodyBytes  int64
 	shutdownGrace time.Duration
@@ -113,6 +116,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	l := &cfg.limits
 	s.string(&cfg.addr, "addr", "USERS_ADDR", ":8080", "TCP address to listen on")
 	s.string(&cfg.db, "db", "USERS_DB", "data/users.db", "SQLite file path, :memory:, or a postgres:// URL")
+	s.string(&cfg.dbDirect, "db-direct", "USERS_DB_DIRECT", "", "with -db through a pooler in transaction mode (PgBouncer): a postgres:// URL of the same database that bypasses it, for the migrations and LISTEN")
 	s.string(&cfg.apiKeysFile, "api-keys-file", "USERS_API_KEYS_FILE", "", "file with one API key a line; blank lines and lines starting with # are ignored")
 	s.string(&corsOrigins, "cors-origins", "USERS_CORS_ORIGINS", "", "comma-separated origins that browsers may call from (\"*\" for any); none means same origin only")
 	s.int64(&cfg.maxBodyBytes, "max-body-bytes", "USERS_MAX_BODY_BYTES", handlers.DefaultMaxBodyBytes, "largest request body accepted, REST and RPC")

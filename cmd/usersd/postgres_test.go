@@ -20,15 +20,46 @@ import (
 	"usersd/store/storetest"
 )
 
-// TestPostgresReplicasShareEverything runs three real usersd processes on one PostgreSQL schema, as
-// three replicas behind a load balancer: creates spread over them all land in one set of users with
-// unique ids, every replica lists the same users, and any replica can read, update and delete what
-// another created, with etags and idempotency keys holding across replicas.
+// postgresTopology is a way that replicas reach PostgreSQL. database makes a database for the test
+// alone and returns how a replica names it: -db, and any more flags it needs.
+type postgresTopology struct {
+	name     string
+	database func(t *testing.T) (db string, flags []string)
+}
+
+// postgresTopologies are the ways the replica tests run: straight to the server, and through
+// PgBouncer in transaction mode with -db-direct for the migrations and LISTEN.
+var postgresTopologies = []postgresTopology{
+	{"direct", func(t *testing.T) (string, []string) { return storetest.PostgresSchema(t), nil }},
+	{"through PgBouncer", func(t *testing.T) (string, []string) {
+		pooled, direct := storetest.StartPgBouncer(t).Database(t)
+		return pooled, []string{"-db-direct", direct}
+	}},
+}
+
+// eachTopology runs test once for each topology, as a subtest.
+func eachTopology(t *testing.T, test func(t *testing.T, db string, flags []string)) {
+	for _, topology := range postgresTopologies {
+		t.Run(topology.name, func(t *testing.T) {
+			db, flags := topology.database(t)
+			test(t, db, flags)
+		})
+	}
+}
+
+// TestPostgresReplicasShareEverything runs three real usersd processes on one PostgreSQL database,
+// as three replicas behind a load balancer, directly and through PgBouncer: creates spread over them
+// all land in one set of users with unique ids, every replica lists the same users, and any replica
+// can read, update and delete what another created, with etags and idempotency keys holding across
+// replicas.
 func TestPostgresReplicasShareEverything(t *testing.T) {
-	dsn := storetest.PostgresSchema(t)
+	eachTopology(t, testReplicasShareEverything)
+}
+
+func testReplicasShareEverything(t *testing.T, db string, flags []string) {
 	var replicas []*testServer
 	for range 3 {
-		_, s, _ := startProcess(t, dsn)
+		_, s, _ := startProcess(t, db, flags...)
 		replicas = append(replicas, s)
 	}
 

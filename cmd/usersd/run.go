@@ -42,7 +42,11 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 		return err
 	}
 
-	st, err := sqlstore.Open(ctx, cfg.db, sqlstore.WithLogger(logger))
+	storeOptions := []sqlstore.Option{sqlstore.WithLogger(logger)}
+	if cfg.dbDirect != "" {
+		storeOptions = append(storeOptions, sqlstore.WithDirect(cfg.dbDirect))
+	}
+	st, err := sqlstore.Open(ctx, cfg.db, storeOptions...)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -103,7 +107,11 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	if err != nil {
 		return err
 	}
-	logger.Info("listening", "addr", listener.Addr().String(), "db", redactDSN(cfg.db), "api_keys", keys.Len())
+	listening := []any{"addr", listener.Addr().String(), "db", redactDSN(cfg.db), "api_keys", keys.Len()}
+	if cfg.dbDirect != "" {
+		listening = append(listening, "db_direct", redactDSN(cfg.dbDirect))
+	}
+	logger.Info("listening", listening...)
 
 	go sweepExpired(background, observedStore, sweepInterval, logger) // observed: its calls are timed too
 

@@ -16,20 +16,23 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/internal/apitest"
-	"usersd/store/storetest"
 )
 
-// TestPostgresWatchersOnEveryReplicaSeeEveryWrite runs three replicas on one PostgreSQL schema,
-// each written to at once and each watched on every protocol: every watcher sees every change
-// exactly once, all in the one order of the log, each within a second of the acknowledgement of
-// its write, whichever replica took the write. Then a replica stops, and its watchers resume on
-// another replica, or on one started since, with nothing lost and nothing twice.
+// TestPostgresWatchersOnEveryReplicaSeeEveryWrite runs three replicas on one PostgreSQL database,
+// directly and through PgBouncer (LISTEN on -db-direct), each written to at once and each watched on
+// every protocol: every watcher sees every change exactly once, all in the one order of the log,
+// each within a second of the acknowledgement of its write, whichever replica took the write. Then
+// a replica stops, and its watchers resume on another replica, or on one started since, with
+// nothing lost and nothing twice.
 func TestPostgresWatchersOnEveryReplicaSeeEveryWrite(t *testing.T) {
-	dsn := storetest.PostgresSchema(t)
+	eachTopology(t, testWatchersOnEveryReplicaSeeEveryWrite)
+}
+
+func testWatchersOnEveryReplicaSeeEveryWrite(t *testing.T, db string, flags []string) {
 	var replicas []*testServer
 	var first *exec.Cmd
 	for range 3 {
-		cmd, s, _ := startProcess(t, dsn)
+		cmd, s, _ := startProcess(t, db, flags...)
 		replicas = append(replicas, s)
 		first = cmp.Or(first, cmd)
 	}
@@ -111,7 +114,7 @@ func TestPostgresWatchersOnEveryReplicaSeeEveryWrite(t *testing.T) {
 		t.Fatalf("replica 0 stopping: %v", err)
 	}
 	missed := []int32{apitest.UserID(t, replicas[1].CreateUser(t, "while replica 0 was down", "")), apitest.UserID(t, replicas[2].CreateUser(t, "also", ""))}
-	_, started, _ := startProcess(t, dsn)
+	_, started, _ := startProcess(t, db, flags...)
 	for _, s := range []*testServer{replicas[2], started} {
 		for _, p := range apitest.WatchProtocols() {
 			resumed := apitest.StartWatch(t, s.Server, p, order[len(order)-1], "")
