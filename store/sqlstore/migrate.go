@@ -101,9 +101,13 @@ func (s *Store) migrate(ctx context.Context, db *sql.DB) (err error) {
 	return nil
 }
 
-// migrateDirect migrates on a connection of its own to the direct URL: the migration lock is held
-// by a session, which a pooler in transaction mode would hand to another client between statements.
-func (s *Store) migrateDirect(ctx context.Context) error {
+// migrateSchema migrates the store's database: on the writer, or, behind a pooler, on a connection
+// of its own to the direct URL, since the migration lock is held by a session, which a pooler in
+// transaction mode would hand to another client between statements.
+func (s *Store) migrateSchema(ctx context.Context) error {
+	if s.direct == "" {
+		return s.migrate(ctx, s.writer)
+	}
 	db, err := openPostgres(ctx, s.direct, false)
 	if err != nil {
 		return fmt.Errorf("the direct URL: %w", err)

@@ -3,6 +3,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -77,19 +78,13 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	for _, opt := range opts {
 		opt(s)
 	}
-	migrateOn := func(s *Store) error { return s.migrate(ctx, s.writer) }
 	if isPostgresURL(dsn) {
 		db, err := openPostgres(ctx, dsn, s.direct != "")
 		if err != nil {
 			return nil, err
 		}
 		s.dialect, s.reader, s.writer = &postgresDialect, db, db
-		listenDSN := dsn
-		if s.direct != "" {
-			listenDSN = s.direct
-			migrateOn = func(s *Store) error { return s.migrateDirect(ctx) }
-		}
-		config, err := listenConfig(listenDSN)
+		config, err := listenConfig(cmp.Or(s.direct, dsn))
 		if err != nil {
 			db.Close()
 			return nil, fmt.Errorf("PostgreSQL URL: %w", err)
@@ -105,7 +100,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		}
 		s.dialect, s.reader, s.writer = &sqliteDialect, reader, writer
 	}
-	if err := migrateOn(s); err != nil {
+	if err := s.migrateSchema(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("migrate %s: %w", s.dialect.name, err)
 	}
