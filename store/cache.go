@@ -147,6 +147,8 @@ func (c *UserCache) NotifyUserEvents(wake chan<- struct{}) (stop func()) {
 	return c.next.NotifyUserEvents(wake)
 }
 
+func (c *UserCache) Position(ctx context.Context) (Position, error) { return c.next.Position(ctx) }
+
 func (c *UserCache) Ping(ctx context.Context) error { return c.next.Ping(ctx) }
 
 func (c *UserCache) Close() error { return c.next.Close() }

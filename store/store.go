@@ -172,6 +172,11 @@ type Store interface {
 	// The change log of users, written in the transaction of each create, update and delete.
 	ChangeLog
 
+	// Position returns a position at or after every write that has returned so far, for a read
+	// that must see them (Freshness.After). A store without standbys returns 0, which sends such a
+	// read to the primary, the one database there is.
+	Position(ctx context.Context) (Position, error)
+
 	// Ping reports whether the backend answers; it returns an error wrapping ErrUnavailable if not.
 	Ping(ctx context.Context) error
 	Close() error

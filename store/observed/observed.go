@@ -32,6 +32,7 @@ const (
 	deleteExpiredRequests
 	userEvents
 	deleteExpiredUserEvents
+	position
 	ping
 	operationCount
 )
@@ -40,7 +41,8 @@ var operationNames = [operationCount]string{
 	getUser: "GetUser", listUsers: "ListUsers", createUser: "CreateUser", updateUser: "UpdateUser",
 	deleteUser: "DeleteUser", listPosts: "ListPosts", createPost: "CreatePost", beginRequest: "BeginRequest",
 	abandonRequest: "AbandonRequest", deleteExpiredRequests: "DeleteExpiredRequests",
-	userEvents: "UserEvents", deleteExpiredUserEvents: "DeleteExpiredUserEvents", ping: "Ping",
+	userEvents: "UserEvents", deleteExpiredUserEvents: "DeleteExpiredUserEvents", position: "Position",
+	ping: "Ping",
 }
 
 // errorKind names an error of the store as the kind label does: the store's own errors by name,
@@ -247,6 +249,13 @@ func (s *Store) DeleteExpiredUserEvents(ctx context.Context, limit int) (int, er
 // NotifyUserEvents is not observed: it is called once, and calls nothing.
 func (s *Store) NotifyUserEvents(wake chan<- struct{}) (stop func()) {
 	return s.next.NotifyUserEvents(wake)
+}
+
+func (s *Store) Position(ctx context.Context) (store.Position, error) {
+	ctx, c := s.begin(ctx, position)
+	p, err := s.next.Position(ctx)
+	s.end(c, err)
+	return p, err
 }
 
 func (s *Store) Ping(ctx context.Context) error {

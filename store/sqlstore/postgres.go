@@ -59,9 +59,25 @@ func isPostgresURL(dsn string) bool {
 // that dsn goes through a pooler in transaction mode: unless dsn chooses otherwise, statements
 // then run without server-side prepared statements (see WithDirect).
 func openPostgres(ctx context.Context, dsn string, pooled bool) (*sql.DB, error) {
+	db, _, err := newPostgresPool(dsn, pooled)
+	if err != nil {
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pingCtx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	return db, nil
+}
+
+// newPostgresPool returns a pool on the database that dsn names, connecting only when it is used,
+// and the configuration that dsn parses to.
+func newPostgresPool(dsn string, pooled bool) (*sql.DB, *pgx.ConnConfig, error) {
 	config, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("PostgreSQL URL: %w", err) // pgx's message never repeats the password
+		return nil, nil, fmt.Errorf("PostgreSQL URL: %w", err) // pgx's message never repeats the password
 	}
 	if pooled && config.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement { // pgx's default
 		config.DefaultQueryExecMode = pgx.QueryExecModeExec
@@ -72,13 +88,7 @@ func openPostgres(ctx context.Context, dsn string, pooled bool) (*sql.DB, error)
 	db.SetMaxIdleConns(16)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	db.SetConnMaxLifetime(time.Hour) // lets a failover or a pooler's rebalancing reach every connection
-	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := db.PingContext(pingCtx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
-	}
-	return db, nil
+	return db, config, nil
 }
 
 // postgresUnavailable reports whether err is a failure to reach the server (refused, reset, or the

@@ -39,6 +39,11 @@ type Store struct {
 	// direct is the URL that bypasses the pooler the store's URL goes through (see WithDirect);
 	// "" when the store's URL is direct itself.
 	direct string
+	// standbyURLs and maxLag are the read standbys asked for (WithReadStandbys); standbys routes
+	// the reads among them and the primary, nil when there are none.
+	standbyURLs []string
+	maxLag      time.Duration
+	standbys    *standbys
 }
 
 var _ store.Store = (*Store)(nil)
@@ -61,6 +66,15 @@ func WithClock(now func() time.Time) Option {
 // default_query_exec_mode that works without them (describe_exec or simple_protocol).
 func WithDirect(direct string) Option {
 	return func(s *Store) { s.direct = direct }
+}
+
+// WithReadStandbys lets streaming-replication standbys of the PostgreSQL primary serve reads: a
+// read that asks for a position (store.Freshness) from one that has replayed it, a read that asks
+// for nothing from one that lags by at most maxLag, and every other read from the primary. Writes,
+// and the reads that writes depend on, always go to the primary, as do the change log's reads
+// (a watch must never read a stretch of the log older than one it has read).
+func WithReadStandbys(urls []string, maxLag time.Duration) Option {
+	return func(s *Store) { s.standbyURLs, s.maxLag = urls, maxLag }
 }
 
 // WithLogger makes the store log trouble in its background work (the listener of other replicas'
@@ -90,9 +104,18 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("PostgreSQL URL: %w", err)
 		}
 		s.notices.listen = func(ctx context.Context, notify func()) { listenForChanges(ctx, config, notify, s.logger) }
+		if len(s.standbyURLs) > 0 {
+			if s.standbys, err = openStandbys(ctx, db, s.standbyURLs, s.maxLag, s.direct != "", s.logger); err != nil {
+				db.Close()
+				return nil, err
+			}
+		}
 	} else {
 		if s.direct != "" {
 			return nil, errors.New("a direct URL is for PostgreSQL behind a pooler; a SQLite file has none")
+		}
+		if len(s.standbyURLs) > 0 {
+			return nil, errors.New("read standbys are PostgreSQL's; a SQLite file has none")
 		}
 		reader, writer, err := openSQLite(dsn)
 		if err != nil {
@@ -139,10 +162,26 @@ func (s *Store) System() string {
 // Pools returns the store's connection pools by name, for their statistics: "reader" and
 // "writer" on SQLite, where writes have a pool of their own, and "postgres" where one pool does both.
 func (s *Store) Pools() map[string]*sql.DB {
-	if s.reader == s.writer {
-		return map[string]*sql.DB{s.dialect.name: s.reader}
+	if s.reader != s.writer {
+		return map[string]*sql.DB{"reader": s.reader, "writer": s.writer}
 	}
-	return map[string]*sql.DB{"reader": s.reader, "writer": s.writer}
+	pools := map[string]*sql.DB{s.dialect.name: s.reader}
+	if s.standbys != nil {
+		for _, sb := range s.standbys.list {
+			pools["standby "+sb.name] = sb.db
+		}
+	}
+	return pools
+}
+
+// Position returns the primary's position with read standbys, and 0 without: then every read that
+// asks for a position is the primary's, and none needs to know one.
+func (s *Store) Position(ctx context.Context) (_ store.Position, err error) {
+	if s.standbys == nil {
+		return 0, nil
+	}
+	defer s.classify(ctx, &err)
+	return primaryPosition(ctx, s.writer)
 }
 
 // Ping reports whether the database answers, and on SQLite whether its file is still the one open.
@@ -216,29 +255,53 @@ func (s *Store) classifyError(ctx context.Context, err *error) {
 func (s *Store) Close() error {
 	s.file.close()
 	s.notices.close()
+	var err error
+	if s.standbys != nil {
+		err = s.standbys.close()
+	}
 	if s.stopFolding != nil {
 		s.stopFolding()
 		<-s.folded
 	}
-	err := s.reader.Close()
+	err = errors.Join(err, s.reader.Close())
 	if s.writer != s.reader {
 		err = errors.Join(err, s.writer.Close())
 	}
 	return err
 }
 
+// onReader runs read on the database that serves the reads of ctx: the reader, or with read
+// standbys the one that the freshness of ctx allows (see standbys.pick). A standby that fails the
+// read for want of a connection is passed over, and the primary runs read again, so that a standby
+// going down costs a read some time but never an error.
+func (s *Store) onReader(ctx context.Context, read func(*sql.DB) error) error {
+	if s.standbys == nil {
+		return read(s.reader)
+	}
+	db, sb := s.standbys.pick(ctx, store.FreshnessOf(ctx))
+	err := read(db)
+	if err != nil && sb != nil && ctx.Err() == nil && s.dialect.unavailable(err) {
+		s.logger.Warn("read standby failed a read; the primary serves it", "standby", sb.name, "error", err)
+		return read(s.standbys.failed(sb))
+	}
+	return err
+}
+
 // inReadTx runs fn in one read transaction, so that what it reads (a page and its total) is one
-// consistent snapshot.
+// consistent snapshot, on the database that onReader picks. fn may run twice, and must then start
+// over.
 func (s *Store) inReadTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.reader.BeginTx(ctx, &s.dialect.snapshot)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return s.onReader(ctx, func(db *sql.DB) error {
+		tx, err := db.BeginTx(ctx, &s.dialect.snapshot)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
 }
 
 // inWriteTx runs fn in one write transaction: everything it writes is committed together or not at all.

@@ -37,8 +37,12 @@ func userResult(row *sql.Row, id int32) (store.User, error) {
 // GetUser returns the user with the given id.
 func (s *Store) GetUser(ctx context.Context, id int32) (_ store.User, err error) {
 	defer s.classify(ctx, &err)
-	row := s.reader.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id)
-	return userResult(row, id)
+	var u store.User
+	err = s.onReader(ctx, func(db *sql.DB) (err error) {
+		u, err = userResult(db.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id), id)
+		return err
+	})
+	return u, err
 }
 
 // ListUsers returns one page of the users that q selects and how many it selects in all, both read
@@ -52,6 +56,7 @@ func (s *Store) ListUsers(ctx context.Context, q store.UserQuery) (_ store.Page[
 	count := s.dialect.countStatement(q)
 	var page store.Page[store.User]
 	err = s.inReadTx(ctx, func(tx *sql.Tx) error {
+		page.Items = page.Items[:0] // what a standby read before it failed is read again
 		if err := tx.QueryRowContext(ctx, count.query, count.args...).Scan(&page.Total); err != nil {
 			return fmt.Errorf("count users: %w", err)
 		}
