@@ -65,9 +65,9 @@ func withCORS(origins []string, next http.Handler) http.Handler {
 		AllowedOrigins: origins,
 		AllowedMethods: append(connectcors.AllowedMethods(), http.MethodPut, http.MethodPatch, http.MethodDelete),
 		AllowedHeaders: append(connectcors.AllowedHeaders(),
-			APIKeyHeader, "If-Match", "If-None-Match", idempotencyKeyHeader, "X-Request-Id"),
+			APIKeyHeader, "If-Match", "If-None-Match", idempotencyKeyHeader, "X-Request-Id", users.ConsistencyTokenHeader),
 		ExposedHeaders: slices.Concat(connectcors.ExposedHeaders(), []string{
-			"ETag", "Link", "X-Total-Count", "Location", users.ReplayedHeader, "X-Request-Id", "Www-Authenticate", "Allow",
+			"ETag", "Link", "X-Total-Count", "Location", users.ReplayedHeader, users.ConsistencyTokenHeader, "X-Request-Id", "Www-Authenticate", "Allow",
 		}),
 		MaxAge: 7200, // seconds a browser may reuse a preflight answer (Chromium's cap)
 	}).Handler(next)

@@ -22,7 +22,7 @@ func listPostsREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		res, err := service.ListUserPosts(r.Context(), &usersv1.ListUserPostsRequest{UserId: userID, Page: p.page, Limit: p.limit, PageToken: p.cursor})
+		res, err := service.ListUserPosts(readContext(r), &usersv1.ListUserPostsRequest{UserId: userID, Page: p.page, Limit: p.limit, PageToken: p.cursor})
 		if err != nil {
 			return err
 		}
@@ -45,7 +45,7 @@ func createPostREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err := decodeBody(r, post); err != nil {
 			return err
 		}
-		res, replayed, err := service.CreateUserPostOnce(r.Context(), &usersv1.CreateUserPostRequest{UserId: userID, Post: post, RequestId: key})
+		res, replayed, err := service.CreateUserPostOnce(writeContext(w, r), &usersv1.CreateUserPostRequest{UserId: userID, Post: post, RequestId: key})
 		if err != nil {
 			return err
 		}

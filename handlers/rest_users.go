@@ -21,7 +21,7 @@ func listUsersREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		res, err := service.ListUsers(r.Context(), &usersv1.ListUsersRequest{
+		res, err := service.ListUsers(readContext(r), &usersv1.ListUsersRequest{
 			Role: q.text("role"), Sort: q.text("sort"), NamePrefix: q.text("namePrefix"),
 			Page: p.page, Limit: p.limit, PageToken: p.cursor,
 		})
@@ -43,7 +43,7 @@ func createUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err := decodeBody(r, user); err != nil {
 			return err
 		}
-		res, replayed, err := service.CreateUserOnce(r.Context(), &usersv1.CreateUserRequest{User: user, RequestId: key})
+		res, replayed, err := service.CreateUserOnce(writeContext(w, r), &usersv1.CreateUserRequest{User: user, RequestId: key})
 		if err != nil {
 			return err
 		}
@@ -59,7 +59,7 @@ func getUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		user, err := service.GetUser(r.Context(), &usersv1.GetUserRequest{Id: id})
+		user, err := service.GetUser(readContext(r), &usersv1.GetUserRequest{Id: id})
 		if err != nil {
 			return err
 		}
@@ -82,11 +82,12 @@ func replaceUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err := decodeBody(r, user); err != nil {
 			return err
 		}
-		condition, err := writeCondition(r.Context(), service, r, id)
+		ctx := writeContext(w, r)
+		condition, err := writeCondition(ctx, service, r, id)
 		if err != nil {
 			return err
 		}
-		res, err := service.ReplaceUser(r.Context(), &usersv1.ReplaceUserRequest{Id: id, User: user, Etag: condition})
+		res, err := service.ReplaceUser(ctx, &usersv1.ReplaceUserRequest{Id: id, User: user, Etag: condition})
 		if err != nil {
 			return err
 		}
@@ -108,11 +109,12 @@ func updateUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		condition, err := writeCondition(r.Context(), service, r, id)
+		ctx := writeContext(w, r)
+		condition, err := writeCondition(ctx, service, r, id)
 		if err != nil {
 			return err
 		}
-		res, err := service.UpdateUser(r.Context(), &usersv1.UpdateUserRequest{Id: id, User: user, UpdateMask: mask, Etag: condition})
+		res, err := service.UpdateUser(ctx, &usersv1.UpdateUserRequest{Id: id, User: user, UpdateMask: mask, Etag: condition})
 		if err != nil {
 			return err
 		}
@@ -126,11 +128,12 @@ func deleteUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		condition, err := writeCondition(r.Context(), service, r, id)
+		ctx := writeContext(w, r)
+		condition, err := writeCondition(ctx, service, r, id)
 		if err != nil {
 			return err
 		}
-		if _, err := service.DeleteUser(r.Context(), &usersv1.DeleteUserRequest{Id: id, Etag: condition}); err != nil {
+		if _, err := service.DeleteUser(ctx, &usersv1.DeleteUserRequest{Id: id, Etag: condition}); err != nil {
 			return err
 		}
 		w.WriteHeader(http.StatusNoContent)

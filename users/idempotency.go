@@ -66,6 +66,7 @@ func createOnce[T any, R proto.Message](ctx context.Context, s *Service, clientK
 		if err != nil {
 			return res, false, fromStore(err)
 		}
+		s.answerToken(ctx)
 		return respond(created), false, nil
 	}
 	caller, ok := CallerOf(ctx)
@@ -89,6 +90,7 @@ func createOnce[T any, R proto.Message](ctx context.Context, s *Service, clientK
 		if err := proto.Unmarshal(answer.Body, res); err != nil {
 			return res, false, fmt.Errorf("decode the kept answer of idempotency key %q: %w", clientKey, err)
 		}
+		s.answerToken(ctx) // the write it repeats lies before the primary's position now
 		return res, true, nil
 	}
 	created, err := create(&store.Completion[T]{Reservation: reservation, Answer: func(created T) (store.Answer, error) {
@@ -103,6 +105,7 @@ func createOnce[T any, R proto.Message](ctx context.Context, s *Service, clientK
 		}
 		return res, false, fromStore(err)
 	}
+	s.answerToken(ctx)
 	return respond(created), false, nil
 }
 

@@ -85,6 +85,10 @@ func (s *Service) GetUser(ctx context.Context, req *usersv1.GetUserRequest) (*us
 	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
 	}
+	ctx, err := forRead(ctx)
+	if err != nil {
+		return nil, err
+	}
 	user, err := s.store.GetUser(ctx, req.GetId())
 	if err != nil {
 		return nil, fromStore(err)
@@ -111,6 +115,9 @@ func (s *Service) ListUsers(ctx context.Context, req *usersv1.ListUsersRequest) 
 		if q.After, err = userCursor(req.GetPageToken(), binding, sort); err != nil {
 			return nil, err
 		}
+	}
+	if ctx, err = forRead(ctx); err != nil {
+		return nil, err
 	}
 	page, err := s.store.ListUsers(ctx, q)
 	if err != nil {
@@ -143,6 +150,10 @@ func (s *Service) CreateUserOnce(ctx context.Context, req *usersv1.CreateUserReq
 	if err := CheckRequestID("request_id", req.GetRequestId()); err != nil {
 		return nil, false, err
 	}
+	ctx, err := forWrite(ctx)
+	if err != nil {
+		return nil, false, err
+	}
 	nu := store.NewUser{Name: req.GetUser().GetName(), Role: req.GetUser().GetRole()}
 	return createOnce(ctx, s, req.GetRequestId(), requestHash("CreateUser", nu.Name, nu.Role),
 		func(created store.User) *usersv1.CreateUserResponse {
@@ -169,11 +180,15 @@ func (s *Service) ReplaceUser(ctx context.Context, req *usersv1.ReplaceUserReque
 	if err != nil {
 		return nil, err
 	}
+	if ctx, err = forWrite(ctx); err != nil {
+		return nil, err
+	}
 	name, role := req.GetUser().GetName(), req.GetUser().GetRole()
 	user, err := s.store.UpdateUser(ctx, req.GetId(), store.UserChanges{Name: &name, Role: &role}, ifVersion)
 	if err != nil {
 		return nil, fromStore(err)
 	}
+	s.answerToken(ctx)
 	return &usersv1.ReplaceUserResponse{User: userToProto(user)}, nil
 }
 
@@ -193,6 +208,9 @@ func (s *Service) UpdateUser(ctx context.Context, req *usersv1.UpdateUserRequest
 	if err != nil {
 		return nil, err
 	}
+	if ctx, err = forWrite(ctx); err != nil {
+		return nil, err
+	}
 	var user store.User
 	if changes == (store.UserChanges{}) {
 		// Nothing to change: no write and no new etag, but the precondition still holds or fails.
@@ -206,6 +224,7 @@ func (s *Service) UpdateUser(ctx context.Context, req *usersv1.UpdateUserRequest
 	if err != nil {
 		return nil, fromStore(err)
 	}
+	s.answerToken(ctx)
 	return &usersv1.UpdateUserResponse{User: userToProto(user)}, nil
 }
 
@@ -218,9 +237,13 @@ func (s *Service) DeleteUser(ctx context.Context, req *usersv1.DeleteUserRequest
 	if err != nil {
 		return nil, err
 	}
+	if ctx, err = forWrite(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.store.DeleteUser(ctx, req.GetId(), ifVersion); err != nil {
 		return nil, fromStore(err)
 	}
+	s.answerToken(ctx)
 	return &usersv1.DeleteUserResponse{}, nil
 }
 
@@ -241,6 +264,9 @@ func (s *Service) ListUserPosts(ctx context.Context, req *usersv1.ListUserPostsR
 			return nil, err
 		}
 		q.AfterID = t.ID
+	}
+	if ctx, err = forRead(ctx); err != nil {
+		return nil, err
 	}
 	page, err := s.store.ListPosts(ctx, req.GetUserId(), q)
 	if err != nil {
@@ -280,6 +306,10 @@ func (s *Service) CreateUserPostOnce(ctx context.Context, req *usersv1.CreateUse
 		return nil, false, err
 	}
 	if err := CheckRequestID("request_id", req.GetRequestId()); err != nil {
+		return nil, false, err
+	}
+	ctx, err := forWrite(ctx)
+	if err != nil {
 		return nil, false, err
 	}
 	userID, np := req.GetUserId(), store.NewPost{Title: p.GetTitle(), Body: p.GetBody()}

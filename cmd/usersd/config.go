@@ -24,7 +24,11 @@ type config struct {
 	db   string
 	// dbDirect is a URL of -db's database that bypasses the pooler -db goes through; "" when -db
 	// is direct itself (sqlstore.WithDirect).
-	dbDirect      string
+	dbDirect string
+	// dbRead are the URLs of read standbys, and dbReadMaxLag how far behind the primary one may be
+	// to serve a read that sends no Consistency-Token (sqlstore.WithReadStandbys).
+	dbRead        []string
+	dbReadMaxLag  time.Duration
 	apiKeysFile   string
 	maxBodyBytes  int64
 	shutdownGrace time.Duration
@@ -112,11 +116,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	s := &settings{fs: flag.NewFlagSet("usersd", flag.ContinueOnError), getenv: getenv}
 	s.fs.SetOutput(stderr)
 	var cfg config
-	var corsOrigins string
+	var corsOrigins, dbRead string
 	l := &cfg.limits
 	s.string(&cfg.addr, "addr", "USERS_ADDR", ":8080", "TCP address to listen on")
 	s.string(&cfg.db, "db", "USERS_DB", "data/users.db", "SQLite file path, :memory:, or a postgres:// URL")
 	s.string(&cfg.dbDirect, "db-direct", "USERS_DB_DIRECT", "", "with -db through a pooler in transaction mode (PgBouncer): a postgres:// URL of the same database that bypasses it, for the migrations and LISTEN")
+	s.string(&dbRead, "db-read", "USERS_DB_READ", "", "postgres:// URLs of streaming standbys of -db that may serve reads, separated by spaces")
+	s.duration(&cfg.dbReadMaxLag, "db-read-max-lag", "USERS_DB_READ_MAX_LAG", time.Second, "how far behind the primary a standby may be to serve a read that sends no Consistency-Token")
 	s.string(&cfg.apiKeysFile, "api-keys-file", "USERS_API_KEYS_FILE", "", "file with one API key a line; blank lines and lines starting with # are ignored")
 	s.string(&corsOrigins, "cors-origins", "USERS_CORS_ORIGINS", "", "comma-separated origins that browsers may call from (\"*\" for any); none means same origin only")
 	s.int64(&cfg.maxBodyBytes, "max-body-bytes", "USERS_MAX_BODY_BYTES", handlers.DefaultMaxBodyBytes, "largest request body accepted, REST and RPC")
@@ -154,6 +160,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	default:
 		return config{}, fmt.Errorf("-debug-addr %q and -admin-addr %q: -debug-addr is the former name of -admin-addr; give one", debugAddr, cfg.adminAddr)
 	}
+	// Spaces, not commas: one URL may name several hosts, separated by commas.
+	cfg.dbRead = strings.Fields(dbRead)
 	for origin := range strings.SplitSeq(corsOrigins, ",") {
 		if origin = strings.TrimSpace(origin); origin != "" {
 			cfg.corsOrigins = append(cfg.corsOrigins, origin)
@@ -181,11 +189,19 @@ func (cfg config) check() error {
 		{"shutdown-grace", cfg.shutdownGrace}, {"read-header-timeout", l.readHeaderTimeout}, {"read-timeout", l.readTimeout},
 		{"write-timeout", l.writeTimeout}, {"idle-timeout", l.idleTimeout}, {"request-timeout", l.requestTimeout},
 		{"http2-write-byte-timeout", l.http2WriteByteTimeout}, {"http2-ping-timeout", l.http2PingTimeout},
-		{"watch-heartbeat", cfg.watchHeartbeat},
+		{"watch-heartbeat", cfg.watchHeartbeat}, {"db-read-max-lag", cfg.dbReadMaxLag},
 	} {
 		if c.value <= 0 {
 			errs = append(errs, fmt.Errorf("-%s must be positive, got %s", c.name, c.value))
 		}
+	}
+	for _, url := range cfg.dbRead {
+		if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
+			errs = append(errs, fmt.Errorf("-db-read takes postgres:// URLs separated by spaces, got %q", redactDSN(url)))
+		}
+	}
+	if len(cfg.dbRead) > 0 && !strings.HasPrefix(cfg.db, "postgres://") && !strings.HasPrefix(cfg.db, "postgresql://") {
+		errs = append(errs, errors.New("-db-read names standbys of a PostgreSQL primary: -db must be a postgres:// URL"))
 	}
 	if cfg.drainDelay < 0 {
 		errs = append(errs, fmt.Errorf("-drain-delay must not be negative, got %s", cfg.drainDelay))

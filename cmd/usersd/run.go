@@ -46,6 +46,9 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	if cfg.dbDirect != "" {
 		storeOptions = append(storeOptions, sqlstore.WithDirect(cfg.dbDirect))
 	}
+	if len(cfg.dbRead) > 0 {
+		storeOptions = append(storeOptions, sqlstore.WithReadStandbys(cfg.dbRead, cfg.dbReadMaxLag))
+	}
 	st, err := sqlstore.Open(ctx, cfg.db, storeOptions...)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
@@ -67,6 +70,9 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	registry := newMetrics()
 	for name, pool := range st.Pools() {
 		registry.MustRegister(collectors.NewDBStatsCollector(pool, name))
+	}
+	if len(cfg.dbRead) > 0 {
+		registry.MustRegister(readRoutingCollector{st})
 	}
 
 	// The cache is above the observed store, so that a store call is a call to the database. On
@@ -110,6 +116,13 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	listening := []any{"addr", listener.Addr().String(), "db", redactDSN(cfg.db), "api_keys", keys.Len()}
 	if cfg.dbDirect != "" {
 		listening = append(listening, "db_direct", redactDSN(cfg.dbDirect))
+	}
+	if len(cfg.dbRead) > 0 {
+		redacted := make([]string, len(cfg.dbRead))
+		for i, url := range cfg.dbRead {
+			redacted[i] = redactDSN(url)
+		}
+		listening = append(listening, "db_read", redacted, "db_read_max_lag", cfg.dbReadMaxLag.String())
 	}
 	logger.Info("listening", listening...)
 
