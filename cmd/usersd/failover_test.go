@@ -1,0 +1,239 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
+	"usersd/store/storetest"
+)
+
+// TestFailoverLosesNoAcknowledgedWrite kills the primary of a real cluster (SIGKILL) under a steady
+// load of keyed creates from eight writers, then promotes its synchronous standby. usersd, named
+// both hosts with target_session_attrs=read-write, must write again soon after the promotion
+// without a restart; afterwards every acknowledged create is there once, every idempotency key
+// still answers its first answer, and every watch, on every protocol, saw every create exactly
+// once, in order, across the failover.
+func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
+	c := storetest.StartCluster(t)
+	db := fmt.Sprintf("postgres://postgres@%s,%s/usersd?sslmode=disable&target_session_attrs=read-write",
+		c.Primary.Hostport(), c.Sync.Hostport())
+	_, s, _ := startProcess(t, db)
+
+	var watchers []*failoverWatch
+	for _, p := range apitest.WatchProtocols() {
+		w := &failoverWatch{name: p.Name, stream: apitest.StartWatch(t, s.Server, p, -1, ""), done: make(chan struct{})}
+		go w.read()
+		watchers = append(watchers, w)
+	}
+
+	load := &keyedLoad{baseURL: s.BaseURL, acked: map[string]int32{}}
+	var writers sync.WaitGroup
+	for w := range 8 {
+		writers.Go(func() { load.write(w) })
+	}
+	time.Sleep(2 * time.Second)
+	ackedBeforeKill := load.count()
+	c.Primary.Kill(t)
+	killed := time.Now()
+	time.Sleep(time.Second)
+	c.Sync.Promote(t)
+	promoted := time.Now()
+	load.afterPromotion.Store(promoted.UnixNano())
+	deadline := promoted.Add(30 * time.Second)
+	for load.firstAfterPromotion.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if load.firstAfterPromotion.Load() == 0 {
+		t.Fatalf("no write succeeded within 30 s of the promotion; errors: %v", load.errorCounts())
+	}
+	back := time.Unix(0, load.firstAfterPromotion.Load()).Sub(promoted)
+	time.Sleep(2 * time.Second)
+	load.stop.Store(true)
+	writers.Wait()
+	t.Logf("%d creates acknowledged (%d before the kill); killed %v before the promotion; writes back %v after it; "+
+		"answers that were not a 201: %v; keys given up while held: %d", load.count(), ackedBeforeKill,
+		promoted.Sub(killed).Round(time.Millisecond), back.Round(time.Millisecond), load.errorCounts(), len(load.givenUp))
+	if back > 10*time.Second {
+		t.Errorf("writes came back %v after the promotion, want within 10 s", back)
+	}
+
+	// Every acknowledged create is there, and nothing else: a key given up while another request
+	// held it never created a user.
+	acked := map[int]bool{}
+	for _, id := range load.acked {
+		acked[int(id)] = true
+	}
+	stored := listAllIDs(t, s)
+	if len(stored) != len(acked) {
+		t.Errorf("%d users stored, %d creates acknowledged", len(stored), len(acked))
+	}
+	for _, id := range stored {
+		if !acked[id] {
+			t.Errorf("user %d is stored but no create of it was acknowledged", id)
+		}
+		delete(acked, id)
+	}
+	if len(acked) > 0 {
+		t.Fatalf("%d acknowledged creates are lost: %v", len(acked), slices.Sorted(maps.Keys(acked)))
+	}
+	// Every key is remembered: its repeat is its first answer.
+	for _, key := range slices.Sorted(maps.Keys(load.acked))[:20] {
+		status, id, replayed, err := load.create(key)
+		if err != nil || status != http.StatusCreated || id != load.acked[key] || !replayed {
+			t.Fatalf("key %s again: %d, user %d, replayed %v, %v; want its first answer, user %d", key, status, id, replayed, err, load.acked[key])
+		}
+	}
+
+	// Every watch saw every create once, in the order of the log, without a gap or a repeat.
+	time.Sleep(time.Second)
+	for _, w := range watchers {
+		w.stream.Cancel()
+		<-w.done
+		var seen []int
+		for i, e := range w.events {
+			if i > 0 && e.GetSequence() <= w.events[i-1].GetSequence() {
+				t.Fatalf("%s: sequence %d after %d", w.name, e.GetSequence(), w.events[i-1].GetSequence())
+			}
+			seen = append(seen, int(e.GetUser().GetId()))
+		}
+		slices.Sort(seen)
+		if !slices.Equal(seen, stored) {
+			t.Errorf("%s saw %d creates; %d users are stored (ended: %v)", w.name, len(seen), len(stored), w.err)
+		}
+	}
+}
+
+// keyedLoad creates users with idempotency keys, each retried with its key until it is answered
+// 201, and keeps what was acknowledged.
+type keyedLoad struct {
+	baseURL string
+	stop    atomic.Bool
+	// afterPromotion is when the standby was promoted (Unix ns), firstAfterPromotion when a create
+	// that began after it was first acknowledged.
+	afterPromotion, firstAfterPromotion atomic.Int64
+
+	mu      sync.Mutex
+	acked   map[string]int32 // key → the user it created
+	errors  map[string]int   // what came back other than 201, by status or error
+	givenUp []string         // keys still held by an unfinished request when the load stopped
+}
+
+var failoverClient = &http.Client{Timeout: 10 * time.Second}
+
+func (l *keyedLoad) write(writer int) {
+	for n := 0; !l.stop.Load(); n++ {
+		key := fmt.Sprintf("w%d-%d", writer, n)
+		for attempt := 0; ; attempt++ {
+			began := time.Now().UnixNano()
+			status, id, _, err := l.create(key)
+			if err == nil && status == http.StatusCreated {
+				l.mu.Lock()
+				l.acked[key] = id
+				l.mu.Unlock()
+				if p := l.afterPromotion.Load(); p != 0 && began > p {
+					l.firstAfterPromotion.CompareAndSwap(0, time.Now().UnixNano())
+				}
+				break
+			}
+			l.mu.Lock()
+			if l.errors == nil {
+				l.errors = map[string]int{}
+			}
+			what := fmt.Sprint(status)
+			if err != nil {
+				what = "transport"
+			}
+			l.errors[what]++
+			// 409: a request that the old primary began still holds the key until its lease ends;
+			// it never created a user (its create would have completed the key).
+			if l.stop.Load() && status == http.StatusConflict {
+				l.givenUp = append(l.givenUp, key)
+				l.mu.Unlock()
+				return
+			}
+			l.mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func (l *keyedLoad) create(key string) (status int, id int32, replayed bool, err error) {
+	req, err := http.NewRequest("POST", l.baseURL+"/users", strings.NewReader(fmt.Sprintf(`{"name":%q}`, key)))
+	if err != nil {
+		return 0, 0, false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-api-key", apitest.Key)
+	req.Header.Set("Idempotency-Key", key)
+	res, err := failoverClient.Do(req)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusCreated {
+		return res.StatusCode, 0, false, err
+	}
+	var user struct{ ID int32 }
+	if err := json.Unmarshal(body, &user); err != nil {
+		return 0, 0, false, err
+	}
+	return res.StatusCode, user.ID, res.Header.Get("Idempotent-Replayed") == "true", nil
+}
+
+func (l *keyedLoad) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+func (l *keyedLoad) errorCounts() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.errors)
+}
+
+// failoverWatch reads a watch's creates until it ends.
+type failoverWatch struct {
+	name   string
+	stream *apitest.WatchStream
+	events []apitest.WatchedEvent
+	err    error
+	done   chan struct{}
+}
+
+func (w *failoverWatch) read() {
+	defer close(w.done)
+	for {
+		select {
+		case e := <-w.stream.Events:
+			if e.GetKind() == usersv1.UserEvent_KIND_CREATED {
+				w.events = append(w.events, e)
+			}
+		case err := <-w.stream.End:
+			// Drain what arrived before the end.
+			for {
+				select {
+				case e := <-w.stream.Events:
+					if e.GetKind() == usersv1.UserEvent_KIND_CREATED {
+						w.events = append(w.events, e)
+					}
+				default:
+					w.err = err
+					return
+				}
+			}
+		}
+	}
+}
