@@ -35,9 +35,26 @@ const sendKey: Interceptor = (next) => async (req) => {
   }
 };
 
+const tokenStorage = "usersd.consistencyToken";
+
+/**
+ * Read your writes: every write answers a Consistency-Token, and every read sends back the token of
+ * this tab's last write, so that a read served by a read standby still shows what this person just
+ * changed (README, "Read replicas"). The token is opaque: it is kept as it came.
+ */
+const readYourWrites: Interceptor = (next) => async (req) => {
+  const reads = req.method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS;
+  const token = sessionStorage.getItem(tokenStorage);
+  if (reads && token) req.header.set("Consistency-Token", token);
+  const res = await next(req);
+  const answered = res.header.get("Consistency-Token");
+  if (!reads && answered) sessionStorage.setItem(tokenStorage, answered);
+  return res;
+};
+
 export const users = createClient(
   Users,
-  createConnectTransport({ baseUrl: window.location.origin, interceptors: [sendKey] }),
+  createConnectTransport({ baseUrl: window.location.origin, interceptors: [sendKey, readYourWrites] }),
 );
 
 /** What the page's watch of the changes is doing, for its "live" indicator. */
