@@ -283,3 +283,41 @@ func findPostgresBin() string {
 	}
 	return ""
 }
+
+// CPU returns the processor time that the server has used so far: its postmaster's and that of
+// every process it runs (backends, WAL senders, the checkpointer), from /proc. Processes that
+// ended in between are not counted, so measure across a stretch in which the pools keep their
+// connections.
+func (s *Server) CPU(t testing.TB) time.Duration {
+	t.Helper()
+	postmaster := s.pid(t)
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ticksPerSecond = 100 // USER_HZ, which /proc counts in on Linux
+	var ticks int64
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // ended since the listing
+		}
+		// The command may hold spaces and parentheses: the fields start after its last ')'.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) < 13 {
+			continue
+		}
+		parent, _ := strconv.Atoi(fields[1])
+		if pid != postmaster && parent != postmaster {
+			continue
+		}
+		utime, _ := strconv.ParseInt(fields[11], 10, 64)
+		stime, _ := strconv.ParseInt(fields[12], 10, 64)
+		ticks += utime + stime
+	}
+	return time.Duration(ticks) * time.Second / ticksPerSecond
+}
