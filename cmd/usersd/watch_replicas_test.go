@@ -198,14 +198,23 @@ func createRenameDelete(s *testServer, name string, acks *sync.Map) error {
 // writeJSON sends a write with the test key and decodes the answer into out, if given; an answer
 // other than want is an error.
 func writeJSON(s *testServer, method, path, contentType, body string, want int, out any) error {
+	header := map[string]string{"x-api-key": apitest.Key}
+	if contentType != "" {
+		header["Content-Type"] = contentType
+	}
+	return sendJSON(s, method, path, header, body, want, out)
+}
+
+// sendJSON sends a request with header and decodes the answer into out, if given; an answer other
+// than want is an error. It runs on any goroutine.
+func sendJSON(s *testServer, method, path string, header map[string]string, body string, want int, out any) error {
 	req, err := http.NewRequest(method, s.BaseURL+path, bytes.NewBufferString(body))
 	if err != nil {
 		return err
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
-	req.Header.Set("x-api-key", apitest.Key)
 	res, err := apitest.HTTP1Client.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
