@@ -18,10 +18,23 @@ import (
 // standbys' replay paused: every write's token, sent back on REST and on every RPC protocol, reads
 // that write; reads without one come from a standby only while it lags less than the limit.
 func TestStandbysNeverAnswerATokenWithOlderData(t *testing.T) {
+	for _, throughPgBouncer := range []bool{false, true} {
+		t.Run(map[bool]string{false: "primary direct", true: "primary through PgBouncer"}[throughPgBouncer], func(t *testing.T) {
+			testStandbysNeverAnswerATokenWithOlderData(t, throughPgBouncer)
+		})
+	}
+}
+
+func testStandbysNeverAnswerATokenWithOlderData(t *testing.T, throughPgBouncer bool) {
 	c := storetest.StartCluster(t)
 	adminAddr := freeLoopbackAddr(t)
-	_, s, _ := startProcess(t, c.Primary.URL(), "-db-read", c.Sync.URL()+" "+c.Async.URL(),
-		"-db-read-max-lag", "500ms", "-admin-addr", adminAddr)
+	flags := []string{"-db-read", c.Sync.URL() + " " + c.Async.URL(), "-db-read-max-lag", "500ms", "-admin-addr", adminAddr}
+	db := c.Primary.URL()
+	if throughPgBouncer {
+		db = storetest.StartPgBouncerFor(t, c.Primary.URL()).Pooled(t, db)
+		flags = append(flags, "-db-direct", c.Primary.URL())
+	}
+	_, s, _ := startProcess(t, db, flags...)
 	admin := &testServer{Server: apitest.Server{BaseURL: "http://" + adminAddr}}
 	before := s.CreateUser(t, "before the pause", "")
 	time.Sleep(500 * time.Millisecond) // both standbys replay it

@@ -32,7 +32,13 @@ var pgbouncerPaths = []string{"/usr/sbin/pgbouncer"}
 // makes it fail instead (CI sets it).
 func StartPgBouncer(t testing.TB) *PgBouncer {
 	t.Helper()
-	base := PostgresURL(t)
+	return StartPgBouncerFor(t, PostgresURL(t))
+}
+
+// StartPgBouncerFor starts a PgBouncer in transaction mode in front of the server that base names
+// (a Cluster's primary, say), as StartPgBouncer does.
+func StartPgBouncerFor(t testing.TB, base string) *PgBouncer {
+	t.Helper()
 	binary := findPgBouncer()
 	if binary == "" {
 		message := "no pgbouncer binary: install Debian's pgbouncer (apt-get install pgbouncer) or set " +
@@ -107,6 +113,17 @@ pidfile =
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Pooled returns dsn, a URL of the server behind the pooler, with the pooler's address instead.
+func (b *PgBouncer) Pooled(t testing.TB, dsn string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = b.addr
+	return u.String()
 }
 
 // Database creates a database for the test alone and returns its URL through the pooler and its
