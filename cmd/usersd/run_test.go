@@ -150,11 +150,20 @@ func TestServerLimitSettings(t *testing.T) {
 		{"-http2-max-frame-size", "1000"}, {"-http2-max-frame-size", "16777216"}, {"-request-timeout", "0s"},
 		{"-drain-delay", "-1s"}, {"-max-header-bytes", "0"}, {"-read-header-timeout", "-5s"},
 		{"-http2-write-byte-timeout", "0s"}, {"-http2-ping-timeout", "-1s"},
-		{"-admin-addr", "127.0.0.1:9090", "-debug-addr", "127.0.0.1:6060"}, // two addresses for one listener
+		{"-admin-addr", "127.0.0.1:9090", "-debug-addr", "127.0.0.1:6060"},       // two addresses for one listener
+		{"-db-read", "postgres://standby/users"},                                 // standbys of a SQLite file
+		{"-db", "postgres://primary/users", "-db-read", "standby.internal:5432"}, // not a URL
+		{"-db", "postgres://primary/users", "-db-read", "postgres://standby/users", "-db-read-max-lag", "0s"},
 	} {
 		if _, err := parseConfig(bad, none, io.Discard); err == nil {
 			t.Errorf("parseConfig(%q) accepted a setting that cannot work", bad)
 		}
+	}
+	reads, err := parseConfig([]string{"-db", "postgres://primary/users"}, func(k string) string {
+		return map[string]string{"USERS_DB_READ": " postgres://s1/users  postgres://s2,s3/users ", "USERS_DB_READ_MAX_LAG": "250ms"}[k]
+	}, io.Discard)
+	if err != nil || len(reads.dbRead) != 2 || reads.dbRead[1] != "postgres://s2,s3/users" || reads.dbReadMaxLag != 250*time.Millisecond {
+		t.Errorf("USERS_DB_READ of two URLs, one with two hosts: %q, max lag %v, %v", reads.dbRead, reads.dbReadMaxLag, err)
 	}
 	if _, err := parseConfig(nil, func(k string) string { return map[string]string{"USERS_IDLE_TIMEOUT": "often"}[k] }, io.Discard); err == nil {
 		t.Error("an unparseable USERS_IDLE_TIMEOUT was accepted")

@@ -29,18 +29,24 @@ const (
 	tokenWait = 20 * time.Millisecond
 )
 
-// Why a read went where it went: the reason label of the read routing metrics.
+// readReason is why a read went where it went.
+type readReason int
+
 const (
-	ReadFresh           = "fresh"            // a standby within the lag limit, for a read that asked for nothing
-	ReadReplayed        = "replayed"         // a standby that had replayed the position the read asked for
-	ReadPrimaryRequired = "primary_required" // the read asked for the primary
-	ReadNotReplayed     = "not_replayed"     // no standby replayed the asked position in time
-	ReadNoFreshStandby  = "no_fresh_standby" // every standby lags past the limit, or is down
-	ReadStandbyFailed   = "standby_failed"   // the standby failed the read; the primary served it again
+	readFresh           readReason = iota // a standby within the lag limit, for a read that asked for nothing
+	readReplayed                          // a standby that had replayed the position the read asked for
+	readPrimaryRequired                   // the read asked for the primary
+	readNotReplayed                       // no standby replayed the asked position in time
+	readNoFreshStandby                    // every standby lags past the limit, or is down
+	readStandbyFailed                     // the standby failed the read; the primary served it again
+	readReasons
 )
 
-// readReasons lists every reason, in the order of ReadCount's arrays.
-var readReasons = [...]string{ReadFresh, ReadReplayed, ReadPrimaryRequired, ReadNotReplayed, ReadNoFreshStandby, ReadStandbyFailed}
+// readReasonNames are the reasons as ReadRoute and the metrics name them.
+var readReasonNames = [readReasons]string{
+	readFresh: "fresh", readReplayed: "replayed", readPrimaryRequired: "primary_required",
+	readNotReplayed: "not_replayed", readNoFreshStandby: "no_fresh_standby", readStandbyFailed: "standby_failed",
+}
 
 // standby is one read standby and what the prober last found of it.
 type standby struct {
@@ -91,6 +97,7 @@ type standbys struct {
 	maxLag  time.Duration
 	logger  *slog.Logger
 	now     func() time.Time
+	opened  time.Time
 
 	// samples are the primary's recent positions, oldest first, kept for as long as maxLag reaches
 	// back: a standby that replayed a sample's position is as fresh as the primary was at its time.
@@ -98,7 +105,7 @@ type standbys struct {
 	// next turns the choice among fit standbys, so that reads spread over all of them.
 	next atomic.Uint32
 	// reads counts the reads by where they went and why (ReadCounts).
-	reads [2][len(readReasons)]atomic.Int64
+	reads [2][readReasons]atomic.Int64
 
 	stop    context.CancelFunc
 	stopped chan struct{}
@@ -114,7 +121,7 @@ const (
 // the fit ones from the start; the prober then runs until close. A standby that is down is passed
 // over until it answers: only a URL that does not parse fails.
 func openStandbys(ctx context.Context, primary *sql.DB, urls []string, maxLag time.Duration, pooled bool, logger *slog.Logger) (*standbys, error) {
-	r := &standbys{primary: primary, maxLag: maxLag, logger: logger, now: time.Now, stopped: make(chan struct{})}
+	r := &standbys{primary: primary, maxLag: maxLag, logger: logger, now: time.Now, opened: time.Now(), stopped: make(chan struct{})}
 	for i, url := range urls {
 		db, config, err := newPostgresPool(url, pooled)
 		if err != nil {
@@ -135,7 +142,7 @@ func openStandbys(ctx context.Context, primary *sql.DB, urls []string, maxLag ti
 func (r *standbys) pick(ctx context.Context, f store.Freshness) (*sql.DB, *standby) {
 	switch {
 	case f.Primary:
-		return r.primaryFor(ReadPrimaryRequired)
+		return r.primaryFor(readPrimaryRequired)
 	case f.After != 0:
 		return r.pickReplayed(ctx, f.After)
 	}
@@ -144,10 +151,10 @@ func (r *standbys) pick(ctx context.Context, f store.Freshness) (*sql.DB, *stand
 	for i := range r.list {
 		sb := r.list[(start+i)%len(r.list)]
 		if up, _, freshAsOf := sb.state(); up && now.Sub(freshAsOf) <= r.maxLag {
-			return r.standbyFor(sb, ReadFresh)
+			return r.standbyFor(sb, readFresh)
 		}
 	}
-	return r.primaryFor(ReadNoFreshStandby)
+	return r.primaryFor(readNoFreshStandby)
 }
 
 // pickReplayed returns a standby that has replayed after, waiting up to tokenWait for the one that
@@ -162,15 +169,15 @@ func (r *standbys) pickReplayed(ctx context.Context, after store.Position) (*sql
 		switch {
 		case !up:
 		case replayed >= after:
-			return r.standbyFor(sb, ReadReplayed)
+			return r.standbyFor(sb, readReplayed)
 		case closest == nil || replayed > closestAt:
 			closest, closestAt = sb, replayed
 		}
 	}
 	if closest != nil && r.waitReplayed(ctx, closest, after) {
-		return r.standbyFor(closest, ReadReplayed)
+		return r.standbyFor(closest, readReplayed)
 	}
-	return r.primaryFor(ReadNotReplayed)
+	return r.primaryFor(readNotReplayed)
 }
 
 // waitReplayed asks sb where its replay is until it reaches after, for up to tokenWait.
@@ -194,30 +201,23 @@ func (r *standbys) waitReplayed(ctx context.Context, sb *standby, after store.Po
 	}
 }
 
-func (r *standbys) primaryFor(reason string) (*sql.DB, *standby) {
+func (r *standbys) primaryFor(reason readReason) (*sql.DB, *standby) {
 	r.count(servedByPrimary, reason)
 	return r.primary, nil
 }
 
-func (r *standbys) standbyFor(sb *standby, reason string) (*sql.DB, *standby) {
+func (r *standbys) standbyFor(sb *standby, reason readReason) (*sql.DB, *standby) {
 	r.count(servedByStandby, reason)
 	return sb.db, sb
 }
 
-func (r *standbys) count(by int, reason string) {
-	for i, name := range readReasons {
-		if name == reason {
-			r.reads[by][i].Add(1)
-			return
-		}
-	}
-}
+func (r *standbys) count(by int, reason readReason) { r.reads[by][reason].Add(1) }
 
 // failed tells that sb failed a read in a way that says it is down: it is passed over until a
 // probe finds it back, and the read goes to the primary.
 func (r *standbys) failed(sb *standby) *sql.DB {
 	sb.down()
-	r.count(servedByPrimary, ReadStandbyFailed)
+	r.count(servedByPrimary, readStandbyFailed)
 	return r.primary
 }
 
@@ -337,7 +337,7 @@ func (r *standbys) closePools() error {
 // ReadRoute is how many reads went to the primary or to a standby for one reason.
 type ReadRoute struct {
 	Standby bool
-	Reason  string // one of the Read... reasons
+	Reason  string // fresh or replayed (a standby's); primary_required, not_replayed, no_fresh_standby or standby_failed
 	Reads   int64
 }
 
@@ -349,8 +349,8 @@ func (s *Store) ReadRoutes() []ReadRoute {
 	}
 	var routes []ReadRoute
 	for by := range s.standbys.reads {
-		for i, reason := range readReasons {
-			routes = append(routes, ReadRoute{Standby: by == servedByStandby, Reason: reason, Reads: s.standbys.reads[by][i].Load()})
+		for reason, name := range readReasonNames {
+			routes = append(routes, ReadRoute{Standby: by == servedByStandby, Reason: name, Reads: s.standbys.reads[by][reason].Load()})
 		}
 	}
 	return routes
@@ -361,8 +361,9 @@ type StandbyState struct {
 	Name string // host:port
 	Up   bool
 	// Lag is how far behind the primary the standby's data may be: the time since the newest
-	// moment whose writes it is known to have replayed. It is counted up to now, so it grows while
-	// a standby does not answer.
+	// moment whose writes it is known to have replayed (or, if it has never been known to hold
+	// any, since the store opened). It is counted up to now, so it grows while a standby does not
+	// answer.
 	Lag time.Duration
 }
 
@@ -375,6 +376,9 @@ func (s *Store) Standbys() []StandbyState {
 	states := make([]StandbyState, len(s.standbys.list))
 	for i, sb := range s.standbys.list {
 		up, _, freshAsOf := sb.state()
+		if freshAsOf.Before(s.standbys.opened) {
+			freshAsOf = s.standbys.opened
+		}
 		states[i] = StandbyState{Name: sb.name, Up: up, Lag: now.Sub(freshAsOf)}
 	}
 	return states

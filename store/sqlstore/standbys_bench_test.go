@@ -19,13 +19,7 @@ import (
 func BenchmarkReadsOnStandbys(b *testing.B) {
 	c := storetest.StartCluster(b)
 	ids := seedUsers(b, c, 1000)
-	for _, bc := range []struct {
-		name string
-		opts []sqlstore.Option
-	}{
-		{"primary-alone", nil},
-		{"two-standbys", []sqlstore.Option{sqlstore.WithReadStandbys([]string{c.Sync.URL(), c.Async.URL()}, time.Second)}},
-	} {
+	for _, bc := range readTopologies(c) {
 		b.Run(bc.name, func(b *testing.B) {
 			s, err := sqlstore.Open(context.Background(), c.Primary.URL(), bc.opts...)
 			if err != nil {
@@ -55,13 +49,7 @@ func BenchmarkReadsOnStandbys(b *testing.B) {
 // not the create's.
 func BenchmarkReadAfterWrite(b *testing.B) {
 	c := storetest.StartCluster(b)
-	for _, bc := range []struct {
-		name string
-		opts []sqlstore.Option
-	}{
-		{"primary-alone", nil},
-		{"two-standbys", []sqlstore.Option{sqlstore.WithReadStandbys([]string{c.Sync.URL(), c.Async.URL()}, time.Second)}},
-	} {
+	for _, bc := range readTopologies(c) {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
 			s, err := sqlstore.Open(ctx, c.Primary.URL(), bc.opts...)
@@ -100,6 +88,19 @@ func BenchmarkReadAfterWrite(b *testing.B) {
 				b.Logf("read routes over %d reads: %v", len(reads), routes)
 			}
 		})
+	}
+}
+
+// readTopology is where a store reads: the primary alone, or two standbys beside it.
+type readTopology struct {
+	name string
+	opts []sqlstore.Option
+}
+
+func readTopologies(c *storetest.Cluster) []readTopology {
+	return []readTopology{
+		{"primary-alone", nil},
+		{"two-standbys", []sqlstore.Option{sqlstore.WithReadStandbys([]string{c.Sync.URL(), c.Async.URL()}, time.Second)}},
 	}
 }
 

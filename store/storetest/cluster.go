@@ -51,12 +51,8 @@ func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	bin := findPostgresBin()
 	if bin == "" {
-		message := "no PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup): install Debian's postgresql " +
-			"package or set USERS_TEST_PG_BIN to their folder; set USERS_REQUIRE_POSTGRES=1 to fail instead of skip"
-		if os.Getenv("USERS_REQUIRE_POSTGRES") == "1" {
-			t.Fatal(message)
-		}
-		t.Skip(message)
+		skipUnlessRequired(t, "USERS_REQUIRE_POSTGRES", "no PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup): "+
+			"install Debian's postgresql package or set USERS_TEST_PG_BIN to their folder")
 	}
 	root, err := os.MkdirTemp("", "usersd-cluster-")
 	if err != nil {

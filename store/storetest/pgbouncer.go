@@ -41,12 +41,8 @@ func StartPgBouncerFor(t testing.TB, base string) *PgBouncer {
 	t.Helper()
 	binary := findPgBouncer()
 	if binary == "" {
-		message := "no pgbouncer binary: install Debian's pgbouncer (apt-get install pgbouncer) or set " +
-			"USERS_TEST_PGBOUNCER to one; set USERS_REQUIRE_PGBOUNCER=1 to fail instead of skip"
-		if os.Getenv("USERS_REQUIRE_PGBOUNCER") == "1" {
-			t.Fatal(message)
-		}
-		t.Skip(message)
+		skipUnlessRequired(t, "USERS_REQUIRE_PGBOUNCER", "no pgbouncer binary: install Debian's pgbouncer "+
+			"(apt-get install pgbouncer) or set USERS_TEST_PGBOUNCER to one")
 	}
 	server, err := url.Parse(base)
 	if err != nil {

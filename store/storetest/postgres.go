@@ -46,15 +46,22 @@ func PostgresURL(t testing.TB) string {
 		probeErr = db.PingContext(ctx)
 	})
 	if probeErr != nil {
-		message := fmt.Sprintf("no PostgreSQL answers at %s (%v). To run this test, start one and set "+
-			"USERS_TEST_POSTGRES to its URL (default %s); set USERS_REQUIRE_POSTGRES=1 to fail instead of skip",
-			redactURL(dsn), probeErr, DefaultPostgresURL)
-		if os.Getenv("USERS_REQUIRE_POSTGRES") == "1" {
-			t.Fatal(message)
-		}
-		t.Skip(message)
+		skipUnlessRequired(t, "USERS_REQUIRE_POSTGRES", fmt.Sprintf("no PostgreSQL answers at %s (%v). To run this test, "+
+			"start one and set USERS_TEST_POSTGRES to its URL (default %s)", redactURL(dsn), probeErr, DefaultPostgresURL))
 	}
 	return dsn
+}
+
+// skipUnlessRequired skips the test for want of what message says, and how to get it, unless the
+// variable required is 1, which makes it fail instead (CI sets every such variable, so that CI
+// never skips).
+func skipUnlessRequired(t testing.TB, required, message string) {
+	t.Helper()
+	message += "; set " + required + "=1 to fail instead of skip"
+	if os.Getenv(required) == "1" {
+		t.Fatal(message)
+	}
+	t.Skip(message)
 }
 
 // PostgresSchema creates a schema for the test alone and returns the server's URL with that schema
