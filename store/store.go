@@ -160,7 +160,9 @@ type Store interface {
 	// abandon). Otherwise it returns the kept answer of the completed request with that key and
 	// hash, ErrRequestMismatch if the key was used with another hash, or ErrRequestInProgress if that
 	// request is still running. A reservation older than RequestLease and an answer older than
-	// RequestTTL are as good as gone.
+	// RequestTTL are as good as gone. When it fails with the reservation's own statement unanswered
+	// (ErrUnavailable), it also returns that reservation: it may have been taken, and the caller
+	// abandons it as it would a failed create's.
 	BeginRequest(ctx context.Context, key RequestKey, hash []byte) (Reservation, *Answer, error)
 	// AbandonRequest releases a reservation whose request failed, so that it can be retried with the
 	// same key. A reservation that is no longer held is left as it is.

@@ -39,19 +39,27 @@ func WithConsistency(ctx context.Context, c Consistency) context.Context {
 	return context.WithValue(ctx, consistencyKey{}, c)
 }
 
-// consistencyOf returns what ctx says: what the face put there, or else the RPC's metadata.
+// consistencyOf returns what ctx says: what the face put there, or else the RPC's metadata. Reads
+// ask for it on every request, so it builds no answer function (see answerOf).
 func consistencyOf(ctx context.Context) Consistency {
 	if c, ok := ctx.Value(consistencyKey{}).(Consistency); ok {
 		return c
 	}
-	info, ok := connect.CallInfoForHandlerContext(ctx)
-	if !ok {
-		return Consistency{}
+	if info, ok := connect.CallInfoForHandlerContext(ctx); ok {
+		return Consistency{Token: info.RequestHeader().Get(ConsistencyTokenHeader)}
 	}
-	return Consistency{
-		Token:  info.RequestHeader().Get(ConsistencyTokenHeader),
-		Answer: func(token string) { info.ResponseHeader().Set(ConsistencyTokenHeader, token) },
+	return Consistency{}
+}
+
+// answerOf returns where the token of a write in ctx goes; nil where it goes nowhere.
+func answerOf(ctx context.Context) func(token string) {
+	if c, ok := ctx.Value(consistencyKey{}).(Consistency); ok {
+		return c.Answer
 	}
+	if info, ok := connect.CallInfoForHandlerContext(ctx); ok {
+		return func(token string) { info.ResponseHeader().Set(ConsistencyTokenHeader, token) }
+	}
+	return nil
 }
 
 // forRead returns ctx with the freshness its reads require, or invalid_argument for a token this
@@ -90,7 +98,7 @@ func forWrite(ctx context.Context) (context.Context, error) {
 // The write is done whatever happens here: if the primary cannot say its position, the token
 // holds none, which sends the reads that carry it to the primary.
 func (s *Service) answerToken(ctx context.Context) {
-	answer := consistencyOf(ctx).Answer
+	answer := answerOf(ctx)
 	if answer == nil {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -82,6 +83,10 @@ func createOnce[T any, R proto.Message](ctx context.Context, s *Service, clientK
 		s.metrics.IdempotencyKeyRefused("reused")
 	}
 	if err != nil {
+		if reservation.Token != "" && errors.Is(err, store.ErrUnavailable) {
+			// The reservation may have been made with its answer lost: give it back too.
+			s.abandon(context.WithoutCancel(ctx), reservation)
+		}
 		return res, false, fromStore(err)
 	}
 	if answer != nil {
@@ -100,13 +105,49 @@ func createOnce[T any, R proto.Message](ctx context.Context, s *Service, clientK
 	if err != nil {
 		// The answer of a failed create is not kept: give the key back so that a retry can run.
 		// The client's context may be gone, yet the release must still happen.
-		if abandonErr := s.store.AbandonRequest(context.WithoutCancel(ctx), reservation); abandonErr != nil {
-			s.logger.WarnContext(ctx, "idempotency key kept until its lease ends", "error", abandonErr)
-		}
+		s.abandon(context.WithoutCancel(ctx), reservation)
 		return res, false, fromStore(err)
 	}
 	s.answerToken(ctx)
 	return respond(created), false, nil
+}
+
+// abandonRetry is how often a reservation is offered back while the database cannot be reached.
+const abandonRetry = 250 * time.Millisecond
+
+// abandon gives the key of a failed create back. A create fails most often because the database
+// cannot be reached, and then so does the release: it is tried again in the background until the
+// database answers (a failover promotes a standby within seconds) or the reservation's lease ends
+// by itself, so that a client's retry with the same key is not refused as in progress for a whole
+// lease. The release removes only a reservation that is still unfinished and still the one this
+// request made, so trying it again late can never undo a create that did commit.
+func (s *Service) abandon(ctx context.Context, r store.Reservation) {
+	err := s.store.AbandonRequest(ctx, r)
+	if err == nil {
+		return
+	}
+	if !errors.Is(err, store.ErrUnavailable) {
+		s.logger.WarnContext(ctx, "idempotency key kept until its lease ends", "error", err)
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, store.RequestLease)
+		defer cancel()
+		for {
+			select {
+			case <-ctx.Done():
+				s.logger.WarnContext(ctx, "idempotency key kept until its lease ends", "error", err)
+				return
+			case <-time.After(abandonRetry):
+			}
+			if err = s.store.AbandonRequest(ctx, r); err == nil || !errors.Is(err, store.ErrUnavailable) {
+				if err != nil {
+					s.logger.WarnContext(ctx, "idempotency key kept until its lease ends", "error", err)
+				}
+				return
+			}
+		}
+	}()
 }
 
 // markReplayed tells an RPC client that the answer repeats a kept one. REST adapters set the header

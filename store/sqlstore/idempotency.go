@@ -32,6 +32,8 @@ func (s *Store) BeginRequest(ctx context.Context, key store.RequestKey, hash []b
 			`INSERT INTO idempotency_keys (caller, key, request_hash, token, started_at) VALUES ($1, $2, $3, $4, $5)
 			 ON CONFLICT (caller, key) DO NOTHING`,
 			key.Caller, key.Key, hash, reservation.Token, micros(now))
+		// The reservation is returned on an error too: the insert may have been made and its
+		// answer lost (see store.Store).
 		if taken, err := oneRowChanged(res, err); err != nil || taken {
 			return reservation, nil, wrapRequestError(key, err)
 		}
