@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -185,7 +184,7 @@ func listAllIDs(t *testing.T, s *testServer) []int {
 // connections through again, usersd recovers by itself, without a restart.
 func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 	dsn := storetest.PostgresSchema(t)
-	proxy := startCuttableProxy(t, dsn)
+	proxy := startFaultProxy(t, dsn)
 	s := startServerOn(t, proxy.dsn, nil)
 	id := apitest.IDOf(t, s.CreateUser(t, "before the outage", ""))
 	path := fmt.Sprintf("/users/%d", id)
@@ -243,80 +242,6 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 func grpcHealthStatus(t *testing.T, s *testServer) uint64 {
 	t.Helper()
 	return apitest.GRPCHealthStatus(t, s.BaseURL, "")
-}
-
-// cuttableProxy forwards TCP connections to PostgreSQL until it is cut: then it closes every
-// connection it carries and closes new ones at once, as a network partition or a server that is
-// down would, until it is restored.
-type cuttableProxy struct {
-	dsn string // the database URL, through the proxy
-
-	mu     sync.Mutex
-	down   bool
-	active map[net.Conn]bool
-}
-
-func startCuttableProxy(t *testing.T, dsn string) *cuttableProxy {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstream := u.Host
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { listener.Close() })
-	u.Host = listener.Addr().String()
-	p := &cuttableProxy{dsn: u.String(), active: map[net.Conn]bool{}}
-	go func() {
-		for {
-			client, err := listener.Accept()
-			if err != nil {
-				return
-			}
-			go p.forward(client, upstream)
-		}
-	}()
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *cuttableProxy) forward(client net.Conn, upstream string) {
-	server, err := net.Dial("tcp", upstream)
-	if err != nil {
-		client.Close()
-		return
-	}
-	p.mu.Lock()
-	if p.down {
-		p.mu.Unlock()
-		client.Close()
-		server.Close()
-		return
-	}
-	p.active[client], p.active[server] = true, true
-	p.mu.Unlock()
-	go func() { io.Copy(server, client); server.Close() }()
-	io.Copy(client, server)
-	client.Close()
-}
-
-func (p *cuttableProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for c := range p.active {
-		c.Close()
-		delete(p.active, c)
-	}
-}
-
-func (p *cuttableProxy) restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = false
 }
 
 // TestTheDatabasePasswordNeverReachesTheLog starts usersd with a password in the database URL, in

@@ -44,6 +44,7 @@ func listenConfig(dsn string) (*pgx.ConnConfig, error) {
 	if config.ConnectTimeout == 0 {
 		config.ConnectTimeout = listenConnectTimeout
 	}
+	setSessionLimits(config, false) // the direct URL, or a -db that goes through no pooler
 	return config, nil
 }
 

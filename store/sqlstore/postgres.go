@@ -82,6 +82,7 @@ func newPostgresPool(dsn string, pooled bool) (*sql.DB, *pgx.ConnConfig, error) 
 	if pooled && config.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement { // pgx's default
 		config.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
+	setSessionLimits(config, pooled)
 	db := stdlib.OpenDB(*config)
 	// A replica keeps a modest pool: many replicas share the server's connection limit.
 	db.SetMaxOpenConns(16)

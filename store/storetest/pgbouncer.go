@@ -79,6 +79,11 @@ pool_mode = transaction
 max_client_conn = 1000
 default_pool_size = 20
 ignore_startup_parameters = extra_float_digits
+idle_transaction_timeout = 5
+tcp_keepalive = 1
+tcp_keepidle = 5
+tcp_keepintvl = 2
+tcp_keepcnt = 3
 logfile =
 pidfile =
 `, server.Hostname(), portOf(server), port, filepath.Join(dir, "users.txt"))
