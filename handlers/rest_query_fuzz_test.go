@@ -131,6 +131,9 @@ func fzModelQuery(rawQuery string, allowed []string) (q *fzQuery, malformed stri
 	if n := utf8.RuneCountInString(q.namePrefix); n > 200 || strings.ContainsFunc(q.namePrefix, unicode.IsControl) {
 		return &fzQuery{}, fmt.Sprintf("namePrefix=%q is longer than a name or holds a control character", q.namePrefix)
 	}
+	if n := utf8.RuneCountInString(q.role); n > 64 || strings.ContainsFunc(q.role, unicode.IsControl) {
+		return &fzQuery{}, fmt.Sprintf("role=%q is longer than a role or holds a control character", q.role)
+	}
 	switch values.Get("pagination") {
 	case "":
 	case "keyset":

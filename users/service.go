@@ -105,6 +105,12 @@ func (s *Service) ListUsers(ctx context.Context, req *usersv1.ListUsersRequest) 
 	if err := checkLine("namePrefix", req.GetNamePrefix(), maxNameLength); err != nil {
 		return nil, err
 	}
+	// A role that no user can have is refused rather than searched for: PostgreSQL cannot even
+	// compare text with a NUL or that is not UTF-8 (SQLite found nothing), and an answer must not
+	// depend on the backend.
+	if err := checkStoredLine("role", req.GetRole(), maxRoleLength); err != nil {
+		return nil, err
+	}
 	offset, limit, err := pageBounds(req.GetPage(), req.GetLimit(), req.GetPageToken())
 	if err != nil {
 		return nil, err

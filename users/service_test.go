@@ -2,8 +2,10 @@ package users
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -107,5 +109,16 @@ func TestAMissingUserIsNotFoundWhateverTheCondition(t *testing.T) {
 	for _, etag := range []string{"", "*", `"1"`} {
 		_, err := s.DeleteUser(context.Background(), &usersv1.DeleteUserRequest{Id: 99, Etag: etag})
 		wantCode(t, "delete 99 if "+etag, err, connect.CodeNotFound)
+	}
+}
+
+func TestAListFilterNoUserCanMatchIsRefusedOnEveryBackend(t *testing.T) {
+	s, _ := newSQLiteService(t)
+	for _, req := range []*usersv1.ListUsersRequest{
+		{Role: "\x00"}, {Role: "admin\x00"}, {Role: "a\xffb"}, {Role: strings.Repeat("r", maxRoleLength+1)},
+		{NamePrefix: "\x00"}, {NamePrefix: "a\xffb"},
+	} {
+		_, err := s.ListUsers(context.Background(), req)
+		wantCode(t, fmt.Sprintf("list with role %q, name prefix %q", req.GetRole(), req.GetNamePrefix()), err, connect.CodeInvalidArgument)
 	}
 }

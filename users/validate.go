@@ -75,6 +75,9 @@ func checkStoredLine(field, value string, maxLength int) error {
 	if n := utf8.RuneCountInString(value); n > maxLength {
 		return invalidArgument("%s is %d characters long; at most %d are allowed", field, n, maxLength)
 	}
+	if !utf8.ValidString(value) {
+		return invalidArgument("%s must be UTF-8 text", field)
+	}
 	if strings.ContainsFunc(value, unicode.IsControl) {
 		return invalidArgument("%s must not contain control characters", field)
 	}

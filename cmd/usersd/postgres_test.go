@@ -274,3 +274,21 @@ func TestTheDatabasePasswordNeverReachesTheLog(t *testing.T) {
 		t.Fatalf("start on an unreachable database: %v; want an error that names PostgreSQL and hides the password", err)
 	}
 }
+
+// TestTextNoUserCanHoldIsAClientErrorOnPostgres: PostgreSQL refuses text with a NUL or that is not
+// UTF-8 in any statement, which was a 500; such a filter is refused before it reaches the store.
+func TestTextNoUserCanHoldIsAClientErrorOnPostgres(t *testing.T) {
+	s := startServerOn(t, storetest.PostgresSchema(t), nil)
+	for _, query := range []string{"role=%00", "role=admin%00", "role=%FF", "namePrefix=%00", "namePrefix=%FF"} {
+		res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users?" + query})
+		if res.Status != http.StatusBadRequest {
+			t.Errorf("GET /users?%s: %d %s, want 400", query, res.Status, res.Body)
+			continue
+		}
+		res.ErrorMessage(t)
+	}
+	for _, p := range apitest.RPCProtocols {
+		_, err := s.RPCClient(p, "").ListUsers(t.Context(), &usersv1.ListUsersRequest{Role: "admin\x00"})
+		apitest.RPCWantCode(t, err, connect.CodeInvalidArgument)
+	}
+}
