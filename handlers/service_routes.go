@@ -5,6 +5,7 @@ package handlers
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -21,8 +22,18 @@ func healthREST(health *storeHealth) http.Handler {
 	})
 }
 
-// redactedHeaders carry credentials; /info shows that they are there, never their values.
-var redactedHeaders = map[string]bool{"x-api-key": true, "authorization": true, "proxy-authorization": true, "cookie": true}
+// credentialWords are parts of the names of headers that carry credentials, the standard ones
+// (Authorization, Cookie) and the many that services make up (X-Auth-Token, Api-Key,
+// X-Amz-Security-Token, X-Goog-Api-Key, X-CSRF-Token, X-Session-Id, ...): /info shows that such a
+// header is there, never its value. A harmless header that matches too (Idempotency-Key) is only
+// shown redacted.
+var credentialWords = []string{"auth", "cookie", "key", "token", "secret", "session", "csrf", "xsrf", "password", "passwd",
+	"credential", "signature", "jwt", "bearer"}
+
+// isCredentialHeader reports whether a header, by its lower-case name, may carry a credential.
+func isCredentialHeader(name string) bool {
+	return slices.ContainsFunc(credentialWords, func(word string) bool { return strings.Contains(name, word) })
+}
 
 // infoREST describes the request as the server received it.
 func infoREST(errs *errorWriter) http.Handler {
@@ -30,7 +41,7 @@ func infoREST(errs *errorWriter) http.Handler {
 		headers := map[string]string{"host": r.Host} // Go keeps Host apart from the other headers
 		for name, values := range r.Header {
 			name = strings.ToLower(name)
-			if redactedHeaders[name] {
+			if isCredentialHeader(name) {
 				headers[name] = "[redacted]"
 			} else {
 				headers[name] = strings.Join(values, ", ")

@@ -26,7 +26,9 @@ func TestServiceRoutes(t *testing.T) {
 			t.Run("info describes the request and redacts credentials", func(t *testing.T) {
 				res := s.Do(t, c, request{Method: "GET", Path: "/info?x=1", Header: map[string]string{
 					"X-Api-Key": "secret-1", "Authorization": "Bearer secret-2", "Proxy-Authorization": "Basic secret-3",
-					"Cookie": "session=secret-4", "X-Custom": "visible",
+					"Cookie": "session=secret-4", "X-Custom": "visible", "X-Auth-Token": "secret-5", "Api-Key": "secret-6",
+					"X-Amz-Security-Token": "secret-7", "X-Goog-Api-Key": "secret-8", "X-CSRF-Token": "secret-9",
+					"X-Session-Id": "secret-10", "X-Hub-Signature-256": "secret-11",
 				}})
 				if strings.Contains(string(res.Body), "secret") {
 					t.Fatalf("a credential leaked: %s", res.Body)
@@ -42,7 +44,8 @@ func TestServiceRoutes(t *testing.T) {
 				if info.Method != "GET" || info.Path != "/info" || info.Headers["x-custom"] != "visible" || info.Headers["host"] == "" {
 					t.Fatalf("info %+v", info)
 				}
-				for _, name := range []string{"x-api-key", "authorization", "proxy-authorization", "cookie"} {
+				for _, name := range []string{"x-api-key", "authorization", "proxy-authorization", "cookie", "x-auth-token", "api-key",
+					"x-amz-security-token", "x-goog-api-key", "x-csrf-token", "x-session-id", "x-hub-signature-256"} {
 					if info.Headers[name] != "[redacted]" {
 						t.Errorf("header %s is %q, want [redacted]", name, info.Headers[name])
 					}
