@@ -30,6 +30,46 @@ type observer struct {
 // carries as HTTP headers (gRPC's metadata is its headers).
 var traceContext propagation.TraceContext
 
+// maxTraceState is the longest tracestate that a request's span continues. W3C Trace Context asks
+// that at least 512 characters be passed on; a longer one (a client can send 32 entries of 512
+// characters each, and more lines) is dropped whole rather than copied into every span.
+const maxTraceState = 512
+
+// callerTrace returns r's context in the trace of the caller's traceparent, with its tracestate
+// if that is short enough.
+func callerTrace(r *http.Request) context.Context {
+	return traceContext.Extract(r.Context(), boundedCarrier{propagation.HeaderCarrier(r.Header)})
+}
+
+// boundedCarrier is a request's headers with a tracestate longer than maxTraceState left out.
+type boundedCarrier struct{ propagation.HeaderCarrier }
+
+func (c boundedCarrier) Get(key string) string {
+	if v := c.HeaderCarrier.Get(key); !isTraceState(key) || len(v) <= maxTraceState {
+		return v
+	}
+	return ""
+}
+
+// Values is what the propagator reads when the header has several lines: their joined length
+// counts.
+func (c boundedCarrier) Values(key string) []string {
+	values := c.HeaderCarrier.Values(key)
+	if !isTraceState(key) {
+		return values
+	}
+	n := 0
+	for _, v := range values {
+		n += len(v) + 1
+	}
+	if n-1 > maxTraceState {
+		return nil
+	}
+	return values
+}
+
+func isTraceState(key string) bool { return strings.EqualFold(key, "tracestate") }
+
 // withObservation observes every request once it has been answered. The span, when tracing is
 // on, continues the trace of the caller's traceparent and is in the context of everything below,
 // so that each store call is a span within it. Whatever happens below (even a panic that aborts
@@ -43,7 +83,7 @@ func withObservation(o observer, next http.Handler) http.Handler {
 		o.metrics.requestStarted()
 		var span trace.Span
 		if o.tracer != nil {
-			ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+			ctx := callerTrace(r)
 			ctx, span = o.tracer.Start(ctx, method.String(), trace.WithSpanKind(trace.SpanKindServer),
 				trace.WithTimestamp(start), trace.WithAttributes(
 					semconv.HTTPRequestMethodKey.String(method.String()),
