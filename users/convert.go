@@ -50,5 +50,10 @@ func eventToProto(e store.UserEvent) *usersv1.UserEvent {
 	case store.EventDeleted:
 		m.Kind, m.User = usersv1.UserEvent_KIND_DELETED, &usersv1.User{Id: e.User.ID}
 	}
+	if e.User.Name == "" {
+		// Every user has a name: a change without one is of a user since deleted, whose name the
+		// log forgot; it carries the id alone, as the delete does.
+		m.User = &usersv1.User{Id: e.User.ID}
+	}
 	return m
 }

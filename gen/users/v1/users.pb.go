@@ -1217,7 +1217,8 @@ type UserEvent struct {
 	// whichever replica made it. Sequences may skip numbers; they never repeat or go back.
 	Sequence int64          `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	Kind     UserEvent_Kind `protobuf:"varint,2,opt,name=kind,proto3,enum=users.v1.UserEvent_Kind" json:"kind,omitempty"`
-	// The user as the change left it: unset on a heartbeat, the id alone on a delete.
+	// The user as the change left it: unset on a heartbeat, the id alone on a delete and on every
+	// change of a user who has since been deleted (the change log forgets a deleted user's name).
 	User          *User `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

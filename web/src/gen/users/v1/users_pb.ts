@@ -651,7 +651,8 @@ export type UserEvent = Message<"users.v1.UserEvent"> & {
   kind: UserEvent_Kind;
 
   /**
-   * The user as the change left it: unset on a heartbeat, the id alone on a delete.
+   * The user as the change left it: unset on a heartbeat, the id alone on a delete and on every
+   * change of a user who has since been deleted (the change log forgets a deleted user's name).
    *
    * @generated from field: users.v1.User user = 3;
    */
