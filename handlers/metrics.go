@@ -258,7 +258,10 @@ func (m *metrics) refusedKey(key, reason string) {
 
 // codeOf is what a request ended with as its client sees it: the HTTP status on REST, the RPC
 // code on RPC. An RPC refused before its method ran (connect could not read its message, say) has
-// no recorded code; its code is then read from the answer, as a client would read it.
+// no recorded code; its code is then read from the answer, as a client would read it, and an
+// answer that carries none (connect's 405 to a GET of a method that takes POST, its 415 to a
+// content type it does not speak) is labelled with its HTTP status, which is all the client got:
+// counted as "unknown", these client errors read as the server's own faults.
 func codeOf(p protocol, info *requestInfo, status int, header http.Header) code {
 	if status == 0 {
 		status = http.StatusOK // what net/http sends for an answer that wrote nothing
@@ -281,7 +284,7 @@ func codeOf(p protocol, info *requestInfo, status int, header http.Header) code 
 	if c, ok := connectCodeOfStatus[status]; ok {
 		return rpcCode(c)
 	}
-	return rpcCode(connect.CodeUnknown)
+	return code(status)
 }
 
 // connectCodeOfStatus reads the code of a Connect answer from its HTTP status, for the answers whose
