@@ -50,6 +50,9 @@ func foldCountDeltas(ctx context.Context, db *sql.DB) error {
 	return tx.Commit()
 }
 
+// foldTimeout bounds one fold of the count deltas.
+const foldTimeout = 10 * time.Second
+
 // foldCountsUntilClosed runs the dialect's fold every foldCountsEvery until the store closes. A
 // failed fold (the database unreachable, say) is tried again at the next tick: the counts stay
 // exact meanwhile, only slower to read.
@@ -62,7 +65,11 @@ func (s *Store) foldCountsUntilClosed(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
-			s.dialect.foldCounts(ctx, s.writer)
+			// A fold is short; one bounded by its own deadline cannot wait forever on a connection
+			// that died without a word (a fold with none once waited six minutes in a ping).
+			folding, cancel := context.WithTimeout(ctx, foldTimeout)
+			s.dialect.foldCounts(folding, s.writer) // its failure is the outage's, which requests report
+			cancel()
 		}
 	}
 }
