@@ -7,6 +7,7 @@ package handlers
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -77,6 +78,13 @@ func setEventStreamHeaders(w http.ResponseWriter) {
 	h.Set("X-Accel-Buffering", "no") // nginx and kin: pass each event on at once
 }
 
+// sseRetryMin and sseRetrySpread bound the reconnection delay, in milliseconds, that a stream
+// gives its EventSource: from 1 to 4 seconds.
+const (
+	sseRetryMin    = 1000
+	sseRetrySpread = 3000
+)
+
 // eventStream writes Server-Sent Events: a batch of them in one write and one flush.
 type eventStream struct {
 	w       http.ResponseWriter
@@ -89,6 +97,13 @@ var _ users.WatchStream = (*eventStream)(nil)
 
 func (s *eventStream) Send(batch []*usersv1.UserEvent) error {
 	s.buf.Reset()
+	if !s.started {
+		// How long an EventSource waits before it reconnects, spread over a range so that the
+		// watchers of a server that stopped do not all come back in the same instant.
+		s.buf.WriteString("retry: ")
+		s.buf.WriteString(strconv.Itoa(sseRetryMin + rand.IntN(sseRetrySpread)))
+		s.buf.WriteString("\n")
+	}
 	for _, m := range batch {
 		data, err := marshalJSON(m)
 		if err != nil {

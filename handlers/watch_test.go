@@ -1,9 +1,11 @@
 package handlers
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +140,30 @@ func TestTheWatcherLimitRefusesTheWatchOverIt(t *testing.T) {
 			t.Fatalf("a place did not come free after a watch ended: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestAnEventStreamSpreadsItsReconnectionDelay(t *testing.T) {
+	s := startServer(t)
+	delays := map[int]bool{}
+	for range 5 {
+		ctx, cancel := context.WithCancel(t.Context())
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.BaseURL+"/users/events", nil)
+		res, err := apitest.HTTP1Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(res.Body).ReadString('\n')
+		cancel()
+		res.Body.Close()
+		ms, ok := strings.CutPrefix(strings.TrimSpace(line), "retry: ")
+		delay, convErr := strconv.Atoi(ms)
+		if err != nil || !ok || convErr != nil || delay < 1000 || delay >= 4000 {
+			t.Fatalf("the stream starts with %q (%v); want a retry of 1 to 4 s", line, err)
+		}
+		delays[delay] = true
+	}
+	if len(delays) < 2 {
+		t.Errorf("five streams gave the same reconnection delay %v: it is not spread", delays)
 	}
 }

@@ -172,6 +172,10 @@ func ReadEventStream(body io.Reader, events chan<- WatchedEvent) error {
 			name = value
 		case field == "data":
 			data = value
+		case field == "retry": // the reconnection delay of an EventSource, in milliseconds
+			if ms, err := strconv.Atoi(value); err != nil || ms <= 0 {
+				return fmt.Errorf("retry %q is not a number of milliseconds", value)
+			}
 		default:
 			return fmt.Errorf("unexpected line %q", line)
 		}
