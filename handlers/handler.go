@@ -56,6 +56,10 @@ type Config struct {
 	MaxWatchers int
 	// WatchHeartbeat is the longest a watch stays silent; 0 means users.DefaultWatchHeartbeat.
 	WatchHeartbeat time.Duration
+	// WatchersPerAddress and WatchersPerConnection cap the watches open at once from one client
+	// address and on one connection, so that one client cannot take all MaxWatchers; 0 means no
+	// cap (cmd/usersd's flags default to DefaultWatchersPerAddress and DefaultWatchersPerConnection).
+	WatchersPerAddress, WatchersPerConnection int
 }
 
 // instrumentationName names the service's spans' instrumentation scope.
@@ -120,6 +124,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	health := &storeHealth{store: cfg.Store}
 	routes := newRouteTable(cfg.Keys, cfg.Logger, metrics, cfg.WatchHeartbeat)
+	routes.watchSlots = newWatchSlots(cfg.WatchersPerAddress, cfg.WatchersPerConnection)
 	if err := addRoutes(routes, deps{Config: cfg, users: service, errs: routes.errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}

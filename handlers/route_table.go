@@ -59,6 +59,8 @@ type routeTable struct {
 	metrics        *metrics // counts refused API keys
 	// watchHeartbeat is the longest a stream stays silent, which its write deadline allows for.
 	watchHeartbeat time.Duration
+	// watchSlots shares the watches out among clients; nil caps nothing.
+	watchSlots *watchSlots
 	// rpcPaths are the paths under which RPC services are mounted.
 	rpcPaths []string
 	routes   []route
@@ -138,6 +140,9 @@ func (t *routeTable) add(r route, h http.Handler) {
 	stats := newRouteStats(label, t.isRPCPath(label))
 	if r.stream {
 		h = asStream(t.watchHeartbeat, h)
+		if t.watchSlots != nil {
+			h = limitWatches(t.watchSlots, t.errs, h)
+		}
 	}
 	served := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if info := infoOf(req.Context()); info != nil {

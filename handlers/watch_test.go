@@ -3,6 +3,7 @@ package handlers
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -165,5 +166,51 @@ func TestAnEventStreamSpreadsItsReconnectionDelay(t *testing.T) {
 	}
 	if len(delays) < 2 {
 		t.Errorf("five streams gave the same reconnection delay %v: it is not spread", delays)
+	}
+}
+
+func TestOneClientCannotTakeEveryWatch(t *testing.T) {
+	s := startServerWith(t, Config{WatchersPerConnection: 2, WatchersPerAddress: 3})
+	sse := func(client *http.Client) apitest.WatchProtocol {
+		return apitest.WatchProtocol{Name: "SSE", SSE: client}
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		var refusal apitest.SSERefusal
+		if !errors.As(err, &refusal) || refusal.Status != http.StatusTooManyRequests {
+			t.Fatalf("%s: %v, want 429", what, err)
+		}
+	}
+	// One HTTP/2 connection carries two watches, not a third.
+	first := apitest.NewH2CClient()
+	apitest.StartWatch(t, s.Server, sse(first), -1, "")
+	last := apitest.StartWatch(t, s.Server, sse(first), -1, "")
+	_, err := apitest.OpenWatch(t, s.Server, sse(first), -1, "")
+	refused("a third watch on one connection", err)
+	// Another connection from the same address gets the address's third, not a fourth.
+	second := apitest.NewH2CClient()
+	apitest.StartWatch(t, s.Server, sse(second), -1, "")
+	_, err = apitest.OpenWatch(t, s.Server, sse(second), -1, "")
+	refused("a fourth watch from one address", err)
+	// A watch that ends gives its slot back.
+	last.Cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		w, err := apitest.OpenWatch(t, s.Server, sse(second), -1, "")
+		if err == nil {
+			w.Cancel()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a slot was not given back 5 s after its watch ended: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// RPC watches count the same: the address's third is one, and a fourth is refused.
+	rpc := apitest.WatchProtocols()[0]
+	apitest.StartWatch(t, s.Server, rpc, -1, "")
+	_, err = apitest.OpenWatch(t, s.Server, rpc, -1, "")
+	if connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("an RPC watch past the address's cap: %v, want resource_exhausted", err)
 	}
 }

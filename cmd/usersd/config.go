@@ -33,8 +33,10 @@ type config struct {
 	maxBodyBytes  int64
 	shutdownGrace time.Duration
 	// maxWatchers and watchHeartbeat shape the watches of users (handlers.Config).
-	maxWatchers    int64
-	watchHeartbeat time.Duration
+	maxWatchers int64
+	// watchersPerAddress and watchersPerConnection share the watches out; 0 caps nothing.
+	watchersPerAddress, watchersPerConnection int64
+	watchHeartbeat                            time.Duration
 	// drainDelay is how long health checks say NOT_SERVING before the server stops accepting, so
 	// that load balancers have stopped sending new requests by then.
 	drainDelay  time.Duration
@@ -141,6 +143,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	s.bool(&cfg.trustRequestID, "trust-request-id", "USERS_TRUST_REQUEST_ID", false, "take X-Request-Id as the request's id: only behind a proxy that sets it on every request")
 	s.string(&cfg.adminAddr, "admin-addr", "USERS_ADMIN_ADDR", "", "address of the admin listener: Prometheus metrics (/metrics) and Go's profiler (/debug/pprof/); keep it off the public network; empty means off")
 	s.int64(&cfg.maxWatchers, "max-watchers", "USERS_MAX_WATCHERS", users.DefaultMaxWatchers, "watches of users (WatchUsers, GET /users/events) open at once; more are refused with RESOURCE_EXHAUSTED / 429")
+	s.int64(&cfg.watchersPerAddress, "max-watchers-per-address", "USERS_MAX_WATCHERS_PER_ADDRESS", handlers.DefaultWatchersPerAddress, "watches open at once from one client address (0: no cap; behind a proxy every client has its address); more are refused with RESOURCE_EXHAUSTED / 429")
+	s.int64(&cfg.watchersPerConnection, "max-watchers-per-connection", "USERS_MAX_WATCHERS_PER_CONNECTION", handlers.DefaultWatchersPerConnection, "watches open at once on one connection (0: no cap)")
 	s.duration(&cfg.watchHeartbeat, "watch-heartbeat", "USERS_WATCH_HEARTBEAT", users.DefaultWatchHeartbeat, "longest silence of a watch: a heartbeat is sent after it; keep it under the idle timeout of every proxy on the way")
 	var debugAddr string
 	s.string(&debugAddr, "debug-addr", "USERS_DEBUG_ADDR", "", "the former name of -admin-addr, which it now means")
@@ -202,6 +206,10 @@ func (cfg config) check() error {
 	}
 	if len(cfg.dbRead) > 0 && !strings.HasPrefix(cfg.db, "postgres://") && !strings.HasPrefix(cfg.db, "postgresql://") {
 		errs = append(errs, errors.New("-db-read names standbys of a PostgreSQL primary: -db must be a postgres:// URL"))
+	}
+	if cfg.watchersPerAddress < 0 || cfg.watchersPerConnection < 0 {
+		errs = append(errs, fmt.Errorf("-max-watchers-per-address and -max-watchers-per-connection must not be negative, got %d and %d",
+			cfg.watchersPerAddress, cfg.watchersPerConnection))
 	}
 	if cfg.drainDelay < 0 {
 		errs = append(errs, fmt.Errorf("-drain-delay must not be negative, got %s", cfg.drainDelay))

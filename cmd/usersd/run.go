@@ -92,6 +92,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 		Store: data, Keys: keys, Logger: logger, AccessLog: logs.Later(), MaxBodyBytes: cfg.maxBodyBytes,
 		RequestTimeout: cfg.limits.requestTimeout, CORSOrigins: cfg.corsOrigins, TrustRequestID: cfg.trustRequestID,
 		Metrics: registry, Tracing: tracing, MaxWatchers: int(cfg.maxWatchers), WatchHeartbeat: cfg.watchHeartbeat,
+		WatchersPerAddress: int(cfg.watchersPerAddress), WatchersPerConnection: int(cfg.watchersPerConnection),
 	})
 	if err != nil {
 		return err
