@@ -116,11 +116,6 @@ func TestHostileInputs(t *testing.T) {
 	get := func(path string) string { // a raw HTTP/1.1 GET of path, exactly as written
 		return "GET " + path + " HTTP/1.1\r\nHost: usersd\r\nConnection: close\r\n\r\n"
 	}
-	emptyList := func(t *testing.T, res response) {
-		if string(res.Body) != "[]" || res.Header.Get("X-Total-Count") != "0" {
-			t.Errorf("body %s, X-Total-Count %q; want [] and 0", res.Body, res.Header.Get("X-Total-Count"))
-		}
-	}
 	validUTF8JSON := func(t *testing.T, res response) {
 		if !utf8.Valid(res.Body) {
 			t.Errorf("the answer %q is not UTF-8, so not JSON (RFC 8259 section 8.1)", res.Body)
@@ -165,9 +160,9 @@ func TestHostileInputs(t *testing.T) {
 		{name: "an echo with a raw NUL byte in a string", send: h2(request{Method: "POST", Path: "/echo", Header: apitest.JSONBody, Body: "{\"a\":\"a\x00b\"}"}), status: 400},
 		{name: "a path id of %00", send: h1(request{Method: "GET", Path: "/users/%00"}), status: 400},
 		{name: "a page of %00", send: h2(request{Method: "GET", Path: "/users?page=%00"}), status: 400},
-		// A role with a NUL can never be stored, so the filter matches nothing; the value is not
-		// one of the malformed ones the README's "The routes" lists.
-		{name: "a role filter of %00 matches nothing", send: h1(request{Method: "GET", Path: "/users?role=a%00b"}), status: 200, kind: hostileOK, check: emptyList},
+		// A role with a NUL can never be stored, and PostgreSQL cannot even compare one: a filter
+		// that no user could match is refused, as the README's "The routes" says, on every backend.
+		{name: "a role filter of %00 is refused", send: h1(request{Method: "GET", Path: "/users?role=a%00b"}), status: 400},
 		{name: "a raw NUL byte in the request line", send: raw("GET /users/1\x00 HTTP/1.1\r\nHost: usersd\r\nConnection: close\r\n\r\n"), status: 400, kind: hostileBare},
 		{name: "a raw NUL byte in a header value", send: raw("GET /info HTTP/1.1\r\nHost: usersd\r\nX-A: a\x00b\r\nConnection: close\r\n\r\n"), status: 400, kind: hostileBare},
 		{name: `Connect JSON CreateUser with \u0000 in the name`, send: h2(request{Method: "POST", Path: connectPath + "CreateUser", Header: keyed, Body: `{"user":{"name":"a\u0000b"}}`}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
