@@ -73,6 +73,9 @@ type conn struct {
 	deadline time.Time // the write deadline
 }
 
+// NetConn returns the connection that c batches the writes of.
+func (c *conn) NetConn() net.Conn { return c.Conn }
+
 func newConn(c net.Conn) *conn {
 	cc := &conn{Conn: c}
 	cc.changed = sync.NewCond(&cc.mu)

@@ -58,6 +58,7 @@ func startServerWith(t *testing.T, cfg Config) *testServer {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(svc)
+	srv.Config.ConnContext = ConnContext
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)

@@ -21,6 +21,8 @@ const (
 	// deadlineRefreshEvery spaces the refreshes of a stream's write deadline: a refresh is a
 	// message to the connection's goroutine, and a busy stream sends many messages a second.
 	deadlineRefreshEvery = time.Second
+	// streamEndGrace is how long the last bytes of a stream that has ended may take.
+	streamEndGrace = time.Second
 )
 
 // streamWriter is the writer of a stream's answer.
@@ -53,7 +55,24 @@ func asStream(heartbeat time.Duration, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &streamWriter{ResponseWriter: w, conn: http.NewResponseController(w), heartbeat: heartbeat}
 		sw.conn.SetReadDeadline(time.Time{})
+		if r.ProtoMajor == 1 {
+			if c := tcpConnOf(r.Context()); c != nil {
+				c.SetWriteBuffer(watchSendBuffer) // see watchSendBuffer; the stream works without it
+			}
+			// A stream's connection is not kept for another request: it ends with the stream, so
+			// that one whose client stopped reading does not linger with full buffers.
+			w.Header().Set("Connection", "close")
+		}
 		h.ServeHTTP(sw, r.WithContext(context.WithValue(withoutDeadline(r.Context()), streamWriterKey{}, sw)))
+		// What is left to send after the stream ends (its last bytes, the end of an HTTP/1.1
+		// chunked body) gets a moment, not a whole write timeout: a client that stopped reading,
+		// whose stream was cut for it, then has its connection closed at once rather than held
+		// with full buffers.
+		sw.conn.SetWriteDeadline(time.Now().Add(streamEndGrace))
+		if c := tcpConnOf(r.Context()); c != nil && r.ProtoMajor == 1 {
+			sw.conn.Flush()
+			abortIfStalled(c, streamEndGrace)
+		}
 	})
 }
 

@@ -195,6 +195,7 @@ func newServer(handler http.Handler, limits serverLimits, logger *slog.Logger) *
 	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Handler:           handler,
+		ConnContext:       handlers.ConnContext,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: limits.readHeaderTimeout,
 		ReadTimeout:       limits.readTimeout,
