@@ -15,13 +15,21 @@ func abortIfStalled(c *net.TCPConn, wait time.Duration) {
 	if err != nil {
 		return
 	}
+	// unsent is how many bytes the kernel still holds for the peer; a connection it cannot ask
+	// about counts as stalled.
 	unsent := func() int {
-		n := 0
-		raw.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) })
+		n, err := -1, error(nil)
+		if controlErr := raw.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) }); controlErr != nil || err != nil {
+			return -1
+		}
 		return n
 	}
-	for deadline := time.Now().Add(wait); unsent() > 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Millisecond) {
+		n := unsent()
+		if n == 0 {
+			return
+		}
+		if n < 0 || time.Now().After(deadline) {
 			c.SetLinger(0) // the close that net/http makes next is then a reset
 			return
 		}

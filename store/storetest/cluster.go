@@ -164,9 +164,22 @@ func (s *Server) Stop(t testing.TB) {
 // Start starts a stopped server again.
 func (s *Server) Start(t testing.TB) { s.start(t) }
 
+// start starts the server. Its port was free when it was chosen, but another test may have taken
+// it since: then the server starts again on another.
 func (s *Server) start(t testing.TB) {
 	t.Helper()
-	mustRun(t, s.run("pg_ctl", "start", "-w", "-t", "60", "-D", s.dir, "-l", filepath.Join(s.dir, "server.log")))
+	for attempt := 1; ; attempt++ {
+		cmd := s.run("pg_ctl", "start", "-w", "-t", "60", "-D", s.dir, "-l", filepath.Join(s.dir, "server.log"))
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			return
+		}
+		if attempt == 3 || !strings.Contains(s.Log(), "could not bind") {
+			t.Fatalf("%s: %v\n%s\n%s", strings.Join(cmd.Args, " "), err, out, s.Log())
+		}
+		s.Port = freePort(t)
+		appendConfig(t, s.dir, "postgresql.auto.conf", s.Port, filepath.Dir(s.dir))
+	}
 }
 
 func (s *Server) stop() error {
