@@ -291,22 +291,17 @@ func (s *Store) onReader(ctx context.Context, read func(*sql.DB) error) error {
 // consistent snapshot, on the database that onReader picks. fn may run twice, and must then start
 // over.
 func (s *Store) inReadTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	return s.onReader(ctx, func(db *sql.DB) error {
-		tx, err := db.BeginTx(ctx, &s.dialect.snapshot)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		if err := fn(tx); err != nil {
-			return err
-		}
-		return tx.Commit()
-	})
+	return s.onReader(ctx, func(db *sql.DB) error { return inTx(ctx, db, &s.dialect.snapshot, fn) })
 }
 
 // inWriteTx runs fn in one write transaction: everything it writes is committed together or not at all.
 func (s *Store) inWriteTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.writer.BeginTx(ctx, nil)
+	return inTx(ctx, s.writer, nil, fn)
+}
+
+// inTx runs fn in a transaction of db with opts, committed if fn succeeds and rolled back if not.
+func inTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}
