@@ -18,7 +18,7 @@ import (
 func TestAccessLineIsJSONInSlogsShape(t *testing.T) {
 	for _, path := range []string{"/users/1", `/a"quote\back`, "/ctl\x01\n", "/bad\xffutf8", "/zoë/\u2028"} {
 		var logs syncBuffer
-		h := withRequestContext(0, false, withObservation(observer{accessLog: &logs, routes: &routeTable{}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := withRequestContext(0, false, nil, withObservation(observer{accessLog: &logs, routes: &routeTable{}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusTeapot)
 			w.Write([]byte("12345"))
 		})))

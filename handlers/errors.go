@@ -133,8 +133,11 @@ func (ew *errorWriter) write(w http.ResponseWriter, r *http.Request, err error) 
 		_ = ew.rpc.Write(w, r, ce) // the client has gone if this fails; nothing more to do
 		return
 	}
-	if ce.Code() == connect.CodeUnauthenticated {
+	switch ce.Code() {
+	case connect.CodeUnauthenticated:
 		w.Header().Set("WWW-Authenticate", `ApiKey header="x-api-key"`)
+	case connect.CodeUnavailable: // the store or the answer budget: both pass in seconds
+		w.Header().Set("Retry-After", "1")
 	}
 	writeErrorJSON(w, restStatusOf(err, ce), ce.Message())
 }

@@ -71,7 +71,7 @@ func TestAPanicIsAnsweredInTheRequestsProtocol(t *testing.T) {
 	routes := newRouteTable(NewAPIKeys("k"), logger, nil, 0)
 	routes.rpc("/"+usersv1connect.UsersName+"/", http.NotFoundHandler(), nil)
 	panicking := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("deliberate: secret detail") })
-	srv := startH2C(t, withRequestContext(0, false, withObservation(observer{accessLog: logs, routes: routes}, withRecover(logger, routes.errs, panicking))))
+	srv := startH2C(t, withRequestContext(0, false, nil, withObservation(observer{accessLog: logs, routes: routes}, withRecover(logger, routes.errs, panicking))))
 
 	wantInternalOnEveryProtocol(t, srv.URL)
 	res, err := http.Get(srv.URL + "/anything")
@@ -157,13 +157,13 @@ func TestAPanicAfterTheAnswerBeganCutsItOff(t *testing.T) {
 		chain func(*slog.Logger, *routeTable) http.Handler
 	}{
 		{"New's chain without an access log", func(logger *slog.Logger, routes *routeTable) http.Handler {
-			return withMiddleware(Config{Logger: logger, MaxBodyBytes: DefaultMaxBodyBytes}, observer{routes: routes}, routes, halfway)
+			return withMiddleware(Config{Logger: logger, MaxBodyBytes: DefaultMaxBodyBytes}, observer{routes: routes}, routes, nil, halfway)
 		}},
 		{"New's chain with an access log", func(logger *slog.Logger, routes *routeTable) http.Handler {
-			return withMiddleware(Config{Logger: logger, MaxBodyBytes: DefaultMaxBodyBytes}, observer{accessLog: &syncBuffer{}, routes: routes}, routes, halfway)
+			return withMiddleware(Config{Logger: logger, MaxBodyBytes: DefaultMaxBodyBytes}, observer{accessLog: &syncBuffer{}, routes: routes}, routes, nil, halfway)
 		}},
 		{"a wrapper between the access log and the final error handler", func(logger *slog.Logger, routes *routeTable) http.Handler {
-			return withRequestContext(0, false, withObservation(observer{accessLog: &syncBuffer{}, routes: routes}, passThrough(withRecover(logger, routes.errs, halfway))))
+			return withRequestContext(0, false, nil, withObservation(observer{accessLog: &syncBuffer{}, routes: routes}, passThrough(withRecover(logger, routes.errs, halfway))))
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -60,6 +60,9 @@ type Config struct {
 	// address and on one connection, so that one client cannot take all MaxWatchers; 0 means no
 	// cap (cmd/usersd's flags default to DefaultWatchersPerAddress and DefaultWatchersPerConnection).
 	WatchersPerAddress, WatchersPerConnection int
+	// AnswerMemory bounds the bytes of answers held for clients that have not yet taken them; a
+	// read whose answer does not fit is refused with 503 / unavailable. 0 means DefaultAnswerMemory.
+	AnswerMemory int64
 }
 
 // instrumentationName names the service's spans' instrumentation scope.
@@ -107,6 +110,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
+	if cfg.AnswerMemory == 0 {
+		cfg.AnswerMemory = DefaultAnswerMemory
+	}
 	if cfg.WatchHeartbeat == 0 {
 		cfg.WatchHeartbeat = users.DefaultWatchHeartbeat
 	}
@@ -122,6 +128,10 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	budget, err := newAnswerBudget(cfg.AnswerMemory, cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	health := &storeHealth{store: cfg.Store}
 	routes := newRouteTable(cfg.Keys, cfg.Logger, metrics, cfg.WatchHeartbeat)
 	routes.watchSlots = newWatchSlots(cfg.WatchersPerAddress, cfg.WatchersPerConnection)
@@ -132,7 +142,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Tracing != nil {
 		obs.tracer = cfg.Tracing.Tracer(instrumentationName)
 	}
-	return &Service{Handler: withMiddleware(cfg, obs, routes, routes.serving), health: health, users: service, routes: routes.routes}, nil
+	return &Service{Handler: withMiddleware(cfg, obs, routes, budget, routes.serving), health: health, users: service, routes: routes.routes}, nil
 }
 
 // withMiddleware wraps the routes in what every request passes through, outermost last. The order
@@ -140,7 +150,7 @@ func New(cfg Config) (*Service, error) {
 // it, the observer (metrics, span, access log) sees every answer, and the final error handler is
 // below CORS and the security headers so that an error it writes carries them. (A stream route
 // sheds the deadline: see routeTable.add.)
-func withMiddleware(cfg Config, obs observer, routes *routeTable, serving http.Handler) http.Handler {
+func withMiddleware(cfg Config, obs observer, routes *routeTable, budget *answerBudget, serving http.Handler) http.Handler {
 	errs := routes.errs
 	h := withCleanPaths(errs, serving)
 	h = withConnectGETChecks(routes, h)
@@ -150,7 +160,7 @@ func withMiddleware(cfg Config, obs observer, routes *routeTable, serving http.H
 	h = withSecurityHeaders(routes, h)
 	h = withCORS(cfg.CORSOrigins, h)
 	h = withObservation(obs, h)
-	return withRequestContext(cfg.RequestTimeout, cfg.TrustRequestID, h)
+	return withRequestContext(cfg.RequestTimeout, cfg.TrustRequestID, budget, h)
 }
 
 // withCleanPaths answers 404 for a path with dot segments or doubled slashes, or with

@@ -27,9 +27,10 @@ import (
 // route sheds the deadline again (see withoutDeadline). The id is the request's X-Request-Id only
 // if trustHeader says a proxy sets it (a sane one); otherwise it is new, and a sane X-Request-Id is
 // kept to be logged beside it.
-func withRequestContext(timeout time.Duration, trustHeader bool, next http.Handler) http.Handler {
+func withRequestContext(timeout time.Duration, trustHeader bool, budget *answerBudget, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		info := &requestInfo{}
+		info := &requestInfo{budget: budget}
+		defer info.releaseAnswer()
 		if sent := r.Header.Get("X-Request-Id"); isSafeRequestID(sent) {
 			if trustHeader {
 				info.id = sent

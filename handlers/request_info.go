@@ -25,6 +25,10 @@ type requestInfo struct {
 	// rpcCode is the code an RPC ended with, when hasRPCCode says that one was recorded.
 	rpcCode    connect.Code
 	hasRPCCode bool
+	// budget is the service's answer memory budget, and answerHeld what this request's answer
+	// holds of it until the request ends (see holdAnswer).
+	budget     *answerBudget
+	answerHeld int64
 }
 
 // infoOf returns the request's info, or nil outside a request.

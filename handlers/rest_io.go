@@ -66,18 +66,25 @@ func decodeBody(r *http.Request, m proto.Message) error {
 	return nil
 }
 
-// writeMessage answers with the protojson form of m.
-func writeMessage(w http.ResponseWriter, status int, m proto.Message) error {
+// writeMessage answers with the protojson form of m, held against the answer budget.
+func writeMessage(w http.ResponseWriter, r *http.Request, status int, m proto.Message) error {
 	body, err := marshalJSON(m)
 	if err != nil {
 		return fmt.Errorf("encode %T: %w", m, err)
+	}
+	if err := holdAnswer(r.Context(), len(body), isRead(r)); err != nil {
+		return err
 	}
 	writeJSONBytes(w, status, body)
 	return nil
 }
 
-// writeList answers with a JSON array of the protojson form of each item.
-func writeList[M proto.Message](w http.ResponseWriter, items []M) error {
+// isRead reports whether a REST request only reads.
+func isRead(r *http.Request) bool { return r.Method == http.MethodGet || r.Method == http.MethodHead }
+
+// encodeList is a JSON array of the protojson form of each item, held against the answer budget:
+// the caller sets its headers and writes it with writeJSONBytes.
+func encodeList[M proto.Message](r *http.Request, items []M) ([]byte, error) {
 	body := []byte{'['}
 	for i, item := range items {
 		if i > 0 {
@@ -85,12 +92,15 @@ func writeList[M proto.Message](w http.ResponseWriter, items []M) error {
 		}
 		encoded, err := marshalJSON(item)
 		if err != nil {
-			return fmt.Errorf("encode %T: %w", item, err)
+			return nil, fmt.Errorf("encode %T: %w", item, err)
 		}
 		body = append(body, encoded...)
 	}
-	writeJSONBytes(w, http.StatusOK, append(body, ']'))
-	return nil
+	body = append(body, ']')
+	if err := holdAnswer(r.Context(), len(body), isRead(r)); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
 // jsonContentType is the Content-Type value of every JSON answer, shared (see withSecurityHeaders).

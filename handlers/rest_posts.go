@@ -22,12 +22,20 @@ func listPostsREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
+		if err := admitList(r.Context()); err != nil {
+			return err
+		}
 		res, err := service.ListUserPosts(readContext(r), &usersv1.ListUserPostsRequest{UserId: userID, Page: p.page, Limit: p.limit, PageToken: p.cursor})
 		if err != nil {
 			return err
 		}
+		body, err := encodeList(r, res.GetPosts())
+		if err != nil {
+			return err
+		}
 		setListHeaders(w, r, q, p, res.GetTotalCount(), res.GetNextPageToken())
-		return writeList(w, res.GetPosts())
+		writeJSONBytes(w, http.StatusOK, body)
+		return nil
 	})
 }
 
@@ -50,6 +58,6 @@ func createPostREST(service *users.Service, errs *errorWriter) http.Handler {
 			return err
 		}
 		setReplayed(w, replayed)
-		return writeMessage(w, http.StatusCreated, res.GetPost())
+		return writeMessage(w, r, http.StatusCreated, res.GetPost())
 	})
 }

@@ -21,6 +21,9 @@ func listUsersREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
+		if err := admitList(r.Context()); err != nil {
+			return err
+		}
 		res, err := service.ListUsers(readContext(r), &usersv1.ListUsersRequest{
 			Role: q.text("role"), Sort: q.text("sort"), NamePrefix: q.text("namePrefix"),
 			Page: p.page, Limit: p.limit, PageToken: p.cursor,
@@ -28,8 +31,13 @@ func listUsersREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
+		body, err := encodeList(r, res.GetUsers())
+		if err != nil {
+			return err
+		}
 		setListHeaders(w, r, q, p, res.GetTotalCount(), res.GetNextPageToken())
-		return writeList(w, res.GetUsers())
+		writeJSONBytes(w, http.StatusOK, body)
+		return nil
 	})
 }
 
@@ -49,7 +57,7 @@ func createUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		}
 		setReplayed(w, replayed)
 		w.Header().Set("Location", "/users/"+strconv.Itoa(int(res.GetUser().GetId())))
-		return writeUser(w, http.StatusCreated, res.GetUser())
+		return writeUser(w, r, http.StatusCreated, res.GetUser())
 	})
 }
 
@@ -68,7 +76,7 @@ func getUserREST(service *users.Service, errs *errorWriter) http.Handler {
 			w.WriteHeader(http.StatusNotModified) // the client's copy is current: no body
 			return nil
 		}
-		return writeUser(w, http.StatusOK, user)
+		return writeUser(w, r, http.StatusOK, user)
 	})
 }
 
@@ -91,7 +99,7 @@ func replaceUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		return writeUser(w, http.StatusOK, res.GetUser())
+		return writeUser(w, r, http.StatusOK, res.GetUser())
 	})
 }
 
@@ -118,7 +126,7 @@ func updateUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		return writeUser(w, http.StatusOK, res.GetUser())
+		return writeUser(w, r, http.StatusOK, res.GetUser())
 	})
 }
 
@@ -142,9 +150,9 @@ func deleteUserREST(service *users.Service, errs *errorWriter) http.Handler {
 }
 
 // writeUser answers with one user and its entity tag.
-func writeUser(w http.ResponseWriter, status int, user *usersv1.User) error {
+func writeUser(w http.ResponseWriter, r *http.Request, status int, user *usersv1.User) error {
 	w.Header().Set("ETag", user.GetEtag())
-	return writeMessage(w, status, user)
+	return writeMessage(w, r, status, user)
 }
 
 // setReplayed marks an answer that repeats the kept answer of an idempotency key.

@@ -5,6 +5,7 @@ package handlers
 import (
 	"io/fs"
 	"net/http"
+	"slices"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
@@ -36,7 +37,9 @@ func addRoutes(routes *routeTable, d deps) error {
 	// RPC: gRPC, gRPC-Web and Connect on one handler. Every method that is not marked
 	// NO_SIDE_EFFECTS in the proto changes data and needs a key, so a new RPC is protected by default;
 	// every method that streams its answer is a stream route, so a new one has no request deadline.
-	usersPath, usersRPC := usersv1connect.NewUsersHandler(rpcUsers{service}, rpcOptions...)
+	// The users service's answers, the only ones that grow large, are held against the answer budget.
+	usersOptions := append(slices.Clip(rpcOptions), connect.WithInterceptors(spendAnswerBudget{}))
+	usersPath, usersRPC := usersv1connect.NewUsersHandler(rpcUsers{service}, usersOptions...)
 	routes.rpc(usersPath, usersRPC, rpcMethods(usersv1.File_users_v1_users_proto.Services().ByName("Users")))
 	healthPath, healthRPC := grpchealth.NewHandler(d.health, rpcOptions...)
 	routes.rpc(healthPath, healthRPC, []rpcMethod{

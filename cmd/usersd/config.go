@@ -27,10 +27,12 @@ type config struct {
 	dbDirect string
 	// dbRead are the URLs of read standbys, and dbReadMaxLag how far behind the primary one may be
 	// to serve a read that sends no Consistency-Token (sqlstore.WithReadStandbys).
-	dbRead        []string
-	dbReadMaxLag  time.Duration
-	apiKeysFile   string
-	maxBodyBytes  int64
+	dbRead       []string
+	dbReadMaxLag time.Duration
+	apiKeysFile  string
+	maxBodyBytes int64
+	// answerMemory bounds the bytes of answers held for clients that have not yet taken them.
+	answerMemory  int64
 	shutdownGrace time.Duration
 	// maxWatchers and watchHeartbeat shape the watches of users (handlers.Config).
 	maxWatchers int64
@@ -128,6 +130,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	s.string(&cfg.apiKeysFile, "api-keys-file", "USERS_API_KEYS_FILE", "", "file with one API key a line; blank lines and lines starting with # are ignored")
 	s.string(&corsOrigins, "cors-origins", "USERS_CORS_ORIGINS", "", "comma-separated origins that browsers may call from (\"*\" for any); none means same origin only")
 	s.int64(&cfg.maxBodyBytes, "max-body-bytes", "USERS_MAX_BODY_BYTES", handlers.DefaultMaxBodyBytes, "largest request body accepted, REST and RPC")
+	s.int64(&cfg.answerMemory, "answer-memory", "USERS_ANSWER_MEMORY", handlers.DefaultAnswerMemory, "bytes of answers held at once for clients that have not yet taken them; a read whose answer does not fit is refused with 503 / UNAVAILABLE")
 	s.duration(&cfg.shutdownGrace, "shutdown-grace", "USERS_SHUTDOWN_GRACE", 10*time.Second, "how long requests under way may take to finish on SIGTERM")
 	s.duration(&cfg.drainDelay, "drain-delay", "USERS_DRAIN_DELAY", 0, "how long health checks say NOT_SERVING before the server stops accepting on SIGTERM")
 	s.duration(&l.readHeaderTimeout, "read-header-timeout", "USERS_READ_HEADER_TIMEOUT", 5*time.Second, "time a client has to send a request's headers")
@@ -181,7 +184,8 @@ func (cfg config) check() error {
 	for _, c := range []struct {
 		name  string
 		value int64
-	}{{"max-body-bytes", cfg.maxBodyBytes}, {"max-header-bytes", l.maxHeaderBytes}, {"http2-max-streams", l.http2MaxStreams}, {"max-watchers", cfg.maxWatchers}} {
+	}{{"max-body-bytes", cfg.maxBodyBytes}, {"max-header-bytes", l.maxHeaderBytes}, {"http2-max-streams", l.http2MaxStreams}, {"max-watchers", cfg.maxWatchers},
+		{"answer-memory", cfg.answerMemory}} {
 		if c.value <= 0 {
 			errs = append(errs, fmt.Errorf("-%s must be positive, got %d", c.name, c.value))
 		}

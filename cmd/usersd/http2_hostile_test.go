@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -9,61 +8,13 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
 	"usersd/internal/apitest"
 )
-
-// rawH2C is an HTTP/2 connection driven frame by frame, for clients that no well-behaved library
-// would be: one that never reads, say.
-type rawH2C struct {
-	conn   net.Conn
-	framer *http2.Framer
-	next   uint32 // the next stream id
-}
-
-// dialRawH2C opens a prior-knowledge h2c connection and sends the preface and SETTINGS. The
-// windows are opened wide, so that only the client's reading (or not) limits what the server sends.
-func dialRawH2C(t *testing.T, baseURL string) *rawH2C {
-	t.Helper()
-	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(baseURL, "http://"), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	c := &rawH2C{conn: conn, framer: http2.NewFramer(conn, conn), next: 1}
-	if err := c.framer.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.framer.WriteWindowUpdate(0, 1<<31-1-65535); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// get opens a stream with a GET of path and returns its id.
-func (c *rawH2C) get(t *testing.T, path string) uint32 {
-	t.Helper()
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "usersd"}, {":path", path}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	id := c.next
-	c.next += 2
-	if err := c.framer.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-		t.Fatalf("open stream %d: %v", id, err)
-	}
-	return id
-}
 
 // TestHTTP2ClientThatNeverReadsIsCutOff asks for a large answer on many streams of one connection
 // and never reads. The server must give up on the connection once it has made no write progress for
@@ -80,21 +31,21 @@ func TestHTTP2ClientThatNeverReadsIsCutOff(t *testing.T) {
 	}
 	before := runtime.NumGoroutine()
 
-	c := dialRawH2C(t, s.BaseURL)
+	c := apitest.DialRawH2C(t, s.BaseURL, apitest.WideWindow)
 	const streams = 100 // about 100 x 130 KB: more than the socket buffers on both sides hold
 	for range streams {
-		c.get(t, "/app.js")
+		c.Get(t, "/app.js")
 	}
 	// Reading nothing for a while: the server fills the socket and then stops making progress.
 	time.Sleep(4 * writeByteTimeout)
 
 	// Now read what was sent: it must end in the server closing the connection, before every
 	// stream's answer arrived.
-	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var received int
 	var ended int
 	for {
-		f, err := c.framer.ReadFrame()
+		f, err := c.Framer.ReadFrame()
 		if err != nil {
 			var netErr net.Error
 			if errors.As(err, &netErr) && netErr.Timeout() {
@@ -138,13 +89,13 @@ func TestRapidResetsOnListsAreNotFaults(t *testing.T) {
 			t.Fatalf("create post: %d %s", resp.Status, resp.Body)
 		}
 	}
-	c := dialRawH2C(t, s.BaseURL)
-	go io.Copy(io.Discard, c.conn) // read and drop whatever the server still sends
+	c := apitest.DialRawH2C(t, s.BaseURL, apitest.WideWindow)
+	go io.Copy(io.Discard, c.Conn) // read and drop whatever the server still sends
 	const resets = 6000
 	paths := []string{fmt.Sprintf("/users/%d/posts?limit=100", user), "/users?limit=100&sort=-createdAt", "/users?role=viewer&limit=100"}
 	for i := range resets {
-		id := c.get(t, paths[i%len(paths)])
-		if err := c.framer.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
+		id := c.Get(t, paths[i%len(paths)])
+		if err := c.Framer.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -194,12 +145,12 @@ func TestReadsThatOutliveTheirDeadlineAre504(t *testing.T) {
 func TestHTTP2PeerThatVanishedIsClosed(t *testing.T) {
 	const pingTimeout = 500 * time.Millisecond
 	s := startServerOn(t, t.TempDir()+"/users.db", map[string]string{"USERS_HTTP2_PING_TIMEOUT": pingTimeout.String()})
-	c := dialRawH2C(t, s.BaseURL)
+	c := apitest.DialRawH2C(t, s.BaseURL, apitest.WideWindow)
 	start := time.Now()
-	c.conn.SetReadDeadline(start.Add(10 * time.Second))
+	c.Conn.SetReadDeadline(start.Add(10 * time.Second))
 	var pingedAfter time.Duration
 	for {
-		f, err := c.framer.ReadFrame()
+		f, err := c.Framer.ReadFrame()
 		if err != nil {
 			var netErr net.Error
 			if errors.As(err, &netErr) && netErr.Timeout() {

@@ -93,6 +93,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 		RequestTimeout: cfg.limits.requestTimeout, CORSOrigins: cfg.corsOrigins, TrustRequestID: cfg.trustRequestID,
 		Metrics: registry, Tracing: tracing, MaxWatchers: int(cfg.maxWatchers), WatchHeartbeat: cfg.watchHeartbeat,
 		WatchersPerAddress: int(cfg.watchersPerAddress), WatchersPerConnection: int(cfg.watchersPerConnection),
+		AnswerMemory: cfg.answerMemory,
 	})
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"usersd/internal/apitest"
 )
 
 // TestAWatchSendsABatchOfChangesInFewFrames: the changes a watch catches up on go out with one
@@ -16,13 +18,13 @@ func TestAWatchSendsABatchOfChangesInFewFrames(t *testing.T) {
 	const changes = 200
 	insertUsers(t, s.dbPath, changes)
 
-	c := dialRawH2C(t, s.BaseURL)
-	stream := c.get(t, "/users/events?afterSequence=0")
-	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c := apitest.DialRawH2C(t, s.BaseURL, apitest.WideWindow)
+	stream := c.Get(t, "/users/events?afterSequence=0")
+	c.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var body bytes.Buffer
 	frames := 0
 	for bytes.Count(body.Bytes(), []byte("event: created")) < changes {
-		f, err := c.framer.ReadFrame()
+		f, err := c.Framer.ReadFrame()
 		if err != nil {
 			t.Fatalf("after %d DATA frames and %d changes: %v", frames, bytes.Count(body.Bytes(), []byte("event: created")), err)
 		}
