@@ -73,27 +73,27 @@ var sqliteSettings = url.Values{
 // openSQLite opens a reader pool and a single writer connection on the file at path, creating its
 // folder if needed. ":memory:" gives one connection for both, since each in-memory connection would
 // otherwise be a database of its own.
-func openSQLite(path string) (reader, writer *sql.DB, err error) {
+func openSQLite(path string) (reader, writer, pinger *sql.DB, err error) {
 	if path == "" {
-		return nil, nil, errors.New("empty SQLite path")
+		return nil, nil, nil, errors.New("empty SQLite path")
 	}
 	if path == ":memory:" {
 		db, err := sql.Open("sqlite", ":memory:?"+sqliteSettings.Encode())
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		db.SetMaxOpenConns(1)
 		db.SetConnMaxLifetime(0)
 		db.SetConnMaxIdleTime(0)
-		return db, db, nil
+		return db, db, db, nil
 	}
 	// In a DSN, SQLite drivers read a '?' as the start of settings and "file:" as a URI; -db takes a
 	// plain path (which sqliteURI escapes), so such a path is refused rather than guessed at.
 	if strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") {
-		return nil, nil, fmt.Errorf("SQLite path %q: give a plain file path, without '?' or a file: prefix", path)
+		return nil, nil, nil, fmt.Errorf("SQLite path %q: give a plain file path, without '?' or a file: prefix", path)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, nil, fmt.Errorf("create folder for %s: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("create folder for %s: %w", path, err)
 	}
 
 	// Created here, empty (which SQLite takes for an empty database), so that no connection needs to
@@ -101,7 +101,7 @@ func openSQLite(path string) (reader, writer *sql.DB, err error) {
 	// of starting an empty database at its path.
 	created, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
-		return nil, nil, fmt.Errorf("create SQLite file: %w", err)
+		return nil, nil, nil, fmt.Errorf("create SQLite file: %w", err)
 	}
 	created.Close()
 
@@ -111,11 +111,11 @@ func openSQLite(path string) (reader, writer *sql.DB, err error) {
 	writerSettings.Set("_txlock", "immediate")
 	writerDSN, err := sqliteURI(path, writerSettings)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	writer, err = sql.Open("sqlite", writerDSN)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	writer.SetMaxOpenConns(1)
 	writer.SetConnMaxLifetime(0)
@@ -126,12 +126,12 @@ func openSQLite(path string) (reader, writer *sql.DB, err error) {
 	readerDSN, err := sqliteURI(path, readerSettings)
 	if err != nil {
 		writer.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	reader, err = sql.Open("sqlite", readerDSN)
 	if err != nil {
 		writer.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	readers := max(4, runtime.GOMAXPROCS(0))
 	reader.SetMaxOpenConns(readers)
@@ -141,14 +141,28 @@ func openSQLite(path string) (reader, writer *sql.DB, err error) {
 	if err := writer.Ping(); err != nil {
 		writer.Close()
 		reader.Close()
-		return nil, nil, fmt.Errorf("open SQLite file %s: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("open SQLite file %s: %w", path, err)
 	}
 	if err := openAll(reader, readers); err != nil {
 		writer.Close()
 		reader.Close()
-		return nil, nil, fmt.Errorf("open SQLite readers on %s: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("open SQLite readers on %s: %w", path, err)
 	}
-	return reader, writer, nil
+	// One more reader, for health checks alone (see Store.pinger).
+	if pinger, err = sql.Open("sqlite", readerDSN); err == nil {
+		pinger.SetMaxOpenConns(1)
+		pinger.SetMaxIdleConns(1)
+		err = openAll(pinger, 1)
+	}
+	if err != nil {
+		writer.Close()
+		reader.Close()
+		if pinger != nil {
+			pinger.Close()
+		}
+		return nil, nil, nil, fmt.Errorf("open SQLite health connection on %s: %w", path, err)
+	}
+	return reader, writer, pinger, nil
 }
 
 // openAll opens the pool's n connections now, where they stay (no lifetime, n kept idle), so that

@@ -24,6 +24,9 @@ type Store struct {
 	// the same *sql.DB.
 	reader *sql.DB
 	writer *sql.DB
+	// pinger is a pool of one connection of its own for Ping, so that a health check never waits
+	// behind the requests' queries for a connection: a busy store is not an unhealthy one.
+	pinger *sql.DB
 	// now is the clock; times are kept to the microsecond, the precision every backend stores.
 	now func() time.Time
 	// stopFolding ends the background fold of the count deltas (counts.go), if the dialect has one;
@@ -98,15 +101,23 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 		s.dialect, s.reader, s.writer = &postgresDialect, db, db
+		if s.pinger, _, err = newPostgresPool(dsn, s.direct != ""); err != nil {
+			db.Close()
+			return nil, err
+		}
+		s.pinger.SetMaxOpenConns(1)
+		s.pinger.SetMaxIdleConns(1)
 		config, err := listenConfig(cmp.Or(s.direct, dsn))
 		if err != nil {
 			db.Close()
+			s.pinger.Close()
 			return nil, fmt.Errorf("PostgreSQL URL: %w", err)
 		}
 		s.notices.listen = func(ctx context.Context, notify func()) { listenForChanges(ctx, config, notify, s.logger) }
 		if len(s.standbyURLs) > 0 {
 			if s.standbys, err = openStandbys(ctx, db, s.standbyURLs, s.maxLag, s.direct != "", s.logger); err != nil {
 				db.Close()
+				s.pinger.Close()
 				return nil, err
 			}
 		}
@@ -117,11 +128,11 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		if len(s.standbyURLs) > 0 {
 			return nil, errors.New("read standbys are PostgreSQL's; a SQLite file has none")
 		}
-		reader, writer, err := openSQLite(dsn)
+		reader, writer, pinger, err := openSQLite(dsn)
 		if err != nil {
 			return nil, err
 		}
-		s.dialect, s.reader, s.writer = &sqliteDialect, reader, writer
+		s.dialect, s.reader, s.writer, s.pinger = &sqliteDialect, reader, writer, pinger
 	}
 	if err := s.migrateSchema(ctx); err != nil {
 		s.Close()
@@ -189,7 +200,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := s.file.check(); err != nil {
 		return err
 	}
-	if err := s.reader.PingContext(ctx); err != nil {
+	if err := s.pinger.PingContext(ctx); err != nil {
 		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 	}
 	return nil
@@ -266,6 +277,9 @@ func (s *Store) Close() error {
 	err = errors.Join(err, s.reader.Close())
 	if s.writer != s.reader {
 		err = errors.Join(err, s.writer.Close())
+	}
+	if s.pinger != s.reader {
+		err = errors.Join(err, s.pinger.Close())
 	}
 	return err
 }
