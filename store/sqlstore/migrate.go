@@ -127,6 +127,13 @@ func (s *Store) apply(ctx context.Context, conn *sql.Conn, m migration) error {
 	if err != nil || applied {
 		return err
 	}
+	if s.dialect == &postgresDialect {
+		// A migration may build an index on a large table, or wait for a replica's write to end:
+		// the session's statement and lock timeouts are for the requests' statements.
+		if _, err := tx.ExecContext(ctx, `SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0`); err != nil {
+			return err
+		}
+	}
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 		return err
 	}

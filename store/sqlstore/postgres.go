@@ -106,6 +106,10 @@ func postgresUnavailable(err error) bool {
 		return true
 	case code == "53300": // too many connections
 		return true
+	case code == "55P03", code == "57014": // lock_timeout, statement_timeout (a cancel of ours is the context's)
+		return true
+	case code == "25P03": // the server ended a session idle in its transaction
+		return true
 	case code != "":
 		return false // the server answered: the statement, not the connection, failed
 	}

@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sync"
 	"testing"
@@ -99,4 +100,35 @@ func TestPostgresConformanceThroughPgBouncer(t *testing.T) {
 		pooled, direct := bouncer.Database(t)
 		return open(t, pooled, sqlstore.WithClock(now), sqlstore.WithDirect(direct))
 	})
+}
+
+// TestPostgresSessionTimeoutsAreUnavailable: a write that waits for a lock past the session's
+// lock_timeout, or past its statement_timeout, is refused as unavailable (a retry may succeed),
+// never as a fault of the service. The URL's own values win over usersd's, which is how the test
+// makes them short.
+func TestPostgresSessionTimeoutsAreUnavailable(t *testing.T) {
+	dsn := storetest.PostgresSchema(t)
+	seed := open(t, dsn)
+	defer seed.Close()
+	u, err := seed.CreateUser(t.Context(), store.NewUser{Name: "locked", Role: "viewer"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, err := storetest.OpenPostgres(t, dsn).BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.ExecContext(t.Context(), `SELECT 1 FROM users WHERE id = $1 FOR UPDATE`, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []struct{ name, value string }{{"lock_timeout", "200"}, {"statement_timeout", "200"}} {
+		s := open(t, storetest.WithURLParam(t, dsn, limit.name, limit.value))
+		defer s.Close()
+		name := "renamed"
+		_, err := s.UpdateUser(t.Context(), u.ID, store.UserChanges{Name: &name}, nil)
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("an update that waited for a lock past %s: %v; want store.ErrUnavailable", limit.name, err)
+		}
+	}
 }

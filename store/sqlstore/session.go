@@ -1,7 +1,7 @@
 // What every connection to PostgreSQL is set to, so that a replica that stops answering (a
 // partition, a lost host, a frozen process) cannot hold what the other replicas need: a
-// transaction of its that the server still holds open keeps the change log's lock (migration
-// 0008), and every other replica's writes wait for it.
+// transaction of its that the server still holds open keeps the locks it took, and every other
+// replica's writes that need them wait.
 package sqlstore
 
 import (
@@ -24,10 +24,22 @@ const (
 	keepAliveIdle     = 5 * time.Second
 	keepAliveInterval = 2 * time.Second
 	keepAliveCount    = 3
+	// userTimeout is how long the server's sends may go unacknowledged before it drops the
+	// connection: keepalives only probe an idle connection, and a backend blocked sending to a
+	// peer that vanished would otherwise wait for the kernel's retransmissions (about 15 minutes).
+	userTimeout = keepAliveIdle + keepAliveCount*keepAliveInterval
+	// statementTimeout ends a statement that runs this long: a backstop above the request deadline
+	// (10 s by default), for a statement whose client's cancel never reached the server. The
+	// migrations, which may run longer on a large table, lift it for their own transactions.
+	statementTimeout = 30 * time.Second
+	// lockTimeout ends a statement that waits this long for a lock: every lock usersd takes is held
+	// for the length of a commit, so a longer wait means that something holds it that should not,
+	// and the write is refused (unavailable, to be retried) instead of waiting for its deadline.
+	lockTimeout = 5 * time.Second
 )
 
-// setSessionLimits sets config's connections to end a session idle in a transaction and to find a
-// silent peer in seconds, on the server (session parameters sent at connection, unless the URL
+// setSessionLimits sets config's connections to end a session idle in a transaction, a statement
+// that runs or waits for a lock too long, and to find a silent peer in seconds, on the server (session parameters sent at connection, unless the URL
 // sets them itself) and in this process (the dialer's keepalives). pooled says that the
 // connection goes through a pooler, which refuses session parameters it does not know: the pooler
 // then needs the same limits in its own settings (the README's "Through a pooler").
@@ -44,6 +56,9 @@ func setSessionLimits(config *pgx.ConnConfig, pooled bool) {
 	}
 	for name, value := range map[string]string{
 		"idle_in_transaction_session_timeout": strconv.FormatInt(idleInTransactionTimeout.Milliseconds(), 10),
+		"statement_timeout":                   strconv.FormatInt(statementTimeout.Milliseconds(), 10),
+		"lock_timeout":                        strconv.FormatInt(lockTimeout.Milliseconds(), 10),
+		"tcp_user_timeout":                    strconv.FormatInt(userTimeout.Milliseconds(), 10),
 		"tcp_keepalives_idle":                 strconv.Itoa(int(keepAliveIdle.Seconds())),
 		"tcp_keepalives_interval":             strconv.Itoa(int(keepAliveInterval.Seconds())),
 		"tcp_keepalives_count":                strconv.Itoa(keepAliveCount),
