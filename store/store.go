@@ -179,7 +179,8 @@ type Store interface {
 	// read to the primary, the one database there is.
 	Position(ctx context.Context) (Position, error)
 
-	// Ping reports whether the backend answers; it returns an error wrapping ErrUnavailable if not.
+	// Ping reports whether the backend answers and takes writes; it returns an error wrapping
+	// ErrUnavailable if not.
 	Ping(ctx context.Context) error
 	Close() error
 }

@@ -3,10 +3,14 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"usersd/store"
 	"usersd/store/storetest"
 )
 
@@ -46,5 +50,30 @@ func TestPingDoesNotWaitBehindQueries(t *testing.T) {
 				t.Fatalf("ping with every query connection taken: %v", err)
 			}
 		})
+	}
+}
+
+// TestPingFailsWhenTheServerTakesNoWrites: a URL that lists a standby after the primary, without
+// target_session_attrs=read-write, reaches the standby once the primary stops. It answers, so a
+// ping that only asked whether the server answers found the store healthy while every write failed.
+func TestPingFailsWhenTheServerTakesNoWrites(t *testing.T) {
+	c := storetest.StartCluster(t)
+	s := open(t, fmt.Sprintf("postgres://postgres@%s,%s/usersd?sslmode=disable&target_session_attrs=any",
+		c.Primary.Hostport(), c.Async.Hostport()))
+	defer s.Close()
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatalf("ping on the primary: %v", err)
+	}
+	c.Primary.Stop(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := s.Ping(t.Context())
+		if errors.Is(err, store.ErrUnavailable) && strings.Contains(err.Error(), "standby") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ping 10 s after the primary stopped, with only a standby to reach: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -195,13 +195,26 @@ func (s *Store) Position(ctx context.Context) (_ store.Position, err error) {
 	return primaryPosition(ctx, s.writer)
 }
 
-// Ping reports whether the database answers, and on SQLite whether its file is still the one open.
+// Ping reports whether the database answers and takes writes, and on SQLite whether its file is
+// still the one open.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.file.check(); err != nil {
 		return err
 	}
-	if err := s.pinger.PingContext(ctx); err != nil {
+	if s.dialect != &postgresDialect {
+		if err := s.pinger.PingContext(ctx); err != nil {
+			return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+		}
+		return nil
+	}
+	// A PostgreSQL server that answers may still take no writes: a standby, such as a former
+	// primary brought back after a failover, that the URL's hosts led to.
+	var standby bool
+	if err := s.pinger.QueryRowContext(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby); err != nil {
 		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+	}
+	if standby {
+		return fmt.Errorf("%w: the database server is a standby and takes no writes", store.ErrUnavailable)
 	}
 	return nil
 }
