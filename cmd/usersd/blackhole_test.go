@@ -67,6 +67,18 @@ func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// Health tells a load balancer which replica to leave out: the sick one's turns 503 within its
+	// ping's 2 s, the well one's stays 200.
+	for healthStatus(sick.BaseURL) != http.StatusServiceUnavailable {
+		if time.Since(faulted) > 10*time.Second {
+			t.Fatalf("the black-holed replica's /health is not 503 %v after the fault", time.Since(faulted))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the black-holed replica's /health was 503 %v after the fault", time.Since(faulted).Round(time.Millisecond))
+	if status := healthStatus(well.BaseURL); status != http.StatusOK {
+		t.Fatalf("the well replica's /health: %d", status)
+	}
 	// The server ends the sick replica's open transactions itself (its sessions' idle timeout).
 	for openTransactions(t, db) > 0 {
 		if time.Since(faulted) > 10*time.Second {
@@ -75,6 +87,16 @@ func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("its open transactions ended %v after the fault", time.Since(faulted).Round(time.Millisecond))
+
+	// Once the network heals, so does the sick replica's health.
+	proxy.restore()
+	healed := time.Now()
+	for healthStatus(sick.BaseURL) != http.StatusOK {
+		if time.Since(healed) > 10*time.Second {
+			t.Fatalf("the replica's /health is not 200 %v after its network healed", time.Since(healed))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // openTransactions counts the sessions of the test's database that are idle inside a transaction:
@@ -88,4 +110,15 @@ func openTransactions(t *testing.T, db *sql.DB) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// healthStatus is the status of base's /health, or 0 if it gave none within 5 s.
+func healthStatus(base string) int {
+	client := &http.Client{Timeout: 5 * time.Second}
+	res, err := client.Get(base + "/health")
+	if err != nil {
+		return 0
+	}
+	res.Body.Close()
+	return res.StatusCode
 }
