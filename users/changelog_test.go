@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"usersd/store"
 )
@@ -22,12 +23,25 @@ type memoryLog struct {
 	wakes  map[int]chan<- struct{}
 	nextID int
 	reads  atomic.Int64
+	// readTime, when set, is how long every read takes, outside the lock, so that reads overlap;
+	// inFlight counts the reads under way, and peak the most at once of those that matched peakOf.
+	readTime time.Duration
+	peakOf   func(after int64) bool
+	inFlight atomic.Int64
+	peak     atomic.Int64
 }
 
 func newMemoryLog() *memoryLog { return &memoryLog{wakes: map[int]chan<- struct{}{}} }
 
 func (l *memoryLog) UserEvents(ctx context.Context, after int64, limit int) (store.UserEvents, error) {
 	l.reads.Add(1)
+	if l.readTime > 0 && l.peakOf(after) {
+		n := l.inFlight.Add(1)
+		defer l.inFlight.Add(-1)
+		for peak := l.peak.Load(); n > peak && !l.peak.CompareAndSwap(peak, n); peak = l.peak.Load() {
+		}
+		time.Sleep(l.readTime)
+	}
 	if err := ctx.Err(); err != nil {
 		return store.UserEvents{}, err
 	}

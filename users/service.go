@@ -47,6 +47,9 @@ type Service struct {
 	// feed hands the changes of users to the watches (see Watch); heartbeat is a watch's longest silence.
 	feed      *feed
 	heartbeat time.Duration
+	// catchUpTurns holds a token for each read of the log that a watch catching up from far back
+	// is making (see watch.readMore).
+	catchUpTurns chan struct{}
 }
 
 var _ usersv1connect.UsersHandler = (*Service)(nil)
@@ -67,8 +70,9 @@ func New(opts Options) (*Service, error) {
 	}
 	return &Service{
 		store: opts.Store, logger: opts.Logger, metrics: opts.Metrics,
-		feed:      newFeed(opts.Store, opts.Logger, opts.Metrics, opts.MaxWatchers),
-		heartbeat: opts.WatchHeartbeat,
+		feed:         newFeed(opts.Store, opts.Logger, opts.Metrics, opts.MaxWatchers),
+		heartbeat:    opts.WatchHeartbeat,
+		catchUpTurns: make(chan struct{}, catchUpReads),
 	}, nil
 }
 

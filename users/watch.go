@@ -139,8 +139,17 @@ func resumeError(after int64, err error) error {
 	return fromStore(err)
 }
 
+// catchUpReads is how many reads of the log the watches catching up from far back make at once,
+// in the whole process. Such a watch reads the log page after page, and a few hundred of them
+// would otherwise take every connection of the store's pool from the lists (on SQLite, the pool
+// is four connections on two cores). A watch waiting for its turn holds no connection, and each
+// watch's first page (all that a watch from now or from a recent change needs) takes no turn, so
+// a watch costs what a list does until it asks for more.
+const catchUpReads = 2
+
 // catchUp sends the changes of page, then of the log after them, until a read comes back short of
-// a whole batch: the watch then has every change up to the newest at that read.
+// a whole batch: the watch then has every change up to the newest at that read. Each page is sent
+// before the next is read, so a watch holds one page at a time.
 func (ws *watch) catchUp(ctx context.Context, page store.UserEvents) error {
 	for {
 		if err := ws.send(ws.pick(nil, changesOf(page.Events))); err != nil {
@@ -150,10 +159,21 @@ func (ws *watch) catchUp(ctx context.Context, page store.UserEvents) error {
 			return nil
 		}
 		var err error
-		if page, err = ws.read(ctx); err != nil {
+		if page, err = ws.readMore(ctx); err != nil {
 			return err
 		}
 	}
+}
+
+// readMore reads the next page of a catch-up in its turn among the watches catching up.
+func (ws *watch) readMore(ctx context.Context) (store.UserEvents, error) {
+	select {
+	case ws.service.catchUpTurns <- struct{}{}:
+	case <-ctx.Done():
+		return store.UserEvents{}, fromStore(ctx.Err())
+	}
+	defer func() { <-ws.service.catchUpTurns }()
+	return ws.read(ctx)
 }
 
 // read reads the log after the watch's position.

@@ -127,6 +127,34 @@ func TestAWatchStartsWithAHeartbeatThenCatchesUpAndFollows(t *testing.T) {
 	}
 }
 
+// TestWatchesCatchingUpFromFarBackTakeTurns: many watches that resume from the start of a long log
+// each get every change, in order, while at most catchUpReads of their reads past the first page
+// run at once; before the turns, every one of them read at once, and took every connection of the
+// store's pool from the lists.
+func TestWatchesCatchingUpFromFarBackTakeTurns(t *testing.T) {
+	w := newWatchTest(t, time.Minute)
+	const pages, watches = 5, 20
+	w.log.create(pages * feedBatch)
+	w.log.readTime = time.Millisecond
+	w.log.peakOf = func(after int64) bool { return after > 0 && after < pages*feedBatch } // the pages after the first
+	streams := make([]*recordedStream, watches)
+	for i := range streams {
+		streams[i], _ = w.start(t, &usersv1.WatchUsersRequest{AfterSequence: after(0)})
+	}
+	for i, stream := range streams {
+		var pending []*usersv1.UserEvent
+		got := sequencesOf(t, stream, &pending, pages*feedBatch)
+		for j, sequence := range got {
+			if sequence != int64(j+1) {
+				t.Fatalf("watch %d: change %d has sequence %d; want every change in order", i, j, sequence)
+			}
+		}
+	}
+	if peak := w.log.peak.Load(); peak > catchUpReads || peak == 0 {
+		t.Fatalf("%d reads of catching-up watches ran at once; want at most %d", peak, catchUpReads)
+	}
+}
+
 func TestAWatchFromNowStartsAtTheNewestChange(t *testing.T) {
 	w := newWatchTest(t, time.Minute)
 	w.log.create(7)
