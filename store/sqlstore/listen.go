@@ -8,6 +8,8 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -28,6 +30,12 @@ const (
 	// listenConnectTimeout bounds a connection attempt when the URL sets no connect_timeout: a
 	// server that does not answer at all would otherwise hold an attempt for minutes.
 	listenConnectTimeout = 10 * time.Second
+	// listenProbeEvery and listenProbeTimeout find a listening connection that went silent: after
+	// this long without a notice it is pinged, and one that does not answer in time is replaced.
+	// TCP keepalives cannot find it when something on the way (a proxy, a NAT) still answers for
+	// a server that is gone, and a listening connection sends nothing that would fail.
+	listenProbeEvery   = 10 * time.Second
+	listenProbeTimeout = 5 * time.Second
 )
 
 // listenConfig is the configuration of the listening connection: the pool's, named, unless the URL
@@ -107,12 +115,31 @@ func listenUntilFailure(ctx context.Context, config *pgx.ConnConfig, notify, lis
 	// Changes committed while no connection listened sent notices that nobody received.
 	notify()
 	for {
-		notice, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		waiting, cancel := context.WithTimeout(ctx, listenProbeEvery)
+		notice, err := conn.WaitForNotification(waiting)
+		cancel()
+		switch {
+		case err == nil:
+			if notice.Payload == schema {
+				notify()
+			}
+		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			if err := probe(ctx, conn); err != nil {
+				return err
+			}
+		default:
 			return err
 		}
-		if notice.Payload == schema {
-			notify()
-		}
 	}
+}
+
+// probe pings a listening connection that has been silent, within listenProbeTimeout.
+func probe(ctx context.Context, conn *pgx.Conn) error {
+	ctx, cancel := context.WithTimeout(ctx, listenProbeTimeout)
+	defer cancel()
+	if err := conn.Ping(ctx); err != nil {
+		return fmt.Errorf("the listening connection was silent for %s and did not answer a ping within %s: %w",
+			listenProbeEvery, listenProbeTimeout, err)
+	}
+	return nil
 }
