@@ -87,6 +87,9 @@ func (b *answerBudget) take(n int64) bool {
 
 // wait gives n bytes of the budget when they are free, waiting at most listTicketWait.
 func (b *answerBudget) wait(ctx context.Context, n int64) bool {
+	if b.take(n) {
+		return true // without a timer: most lists find room at once
+	}
 	if n > b.limit {
 		return false // never free: Acquire would wait for the whole of ctx
 	}
