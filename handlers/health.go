@@ -26,13 +26,21 @@ type storeHealth struct {
 }
 
 // serving reports whether the process takes new requests and the store answers within healthTimeout.
-func (h *storeHealth) serving(ctx context.Context) bool {
+func (h *storeHealth) serving(ctx context.Context) bool { return h.notReady(ctx) == "" }
+
+// notReady says why the process should not be sent new requests, or "" when it should: it is
+// draining, or the store does not answer (or takes no writes) within healthTimeout. The words are
+// for clients: the store's own error is not among them.
+func (h *storeHealth) notReady(ctx context.Context) string {
 	if h.draining.Load() {
-		return false
+		return "the server is stopping"
 	}
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
-	return h.store.Ping(ctx) == nil
+	if h.store.Ping(ctx) != nil {
+		return "the database does not answer, or takes no writes"
+	}
+	return ""
 }
 
 var _ grpchealth.Checker = (*storeHealth)(nil)

@@ -67,6 +67,8 @@ func addRoutes(routes *routeTable, d deps) error {
 
 	// The service's own routes.
 	routes.public("GET /health", healthREST(d.health), "")
+	routes.public("GET /livez", livezREST(), "")
+	routes.public("GET /readyz", readyzREST(d.health), "")
 	routes.public("GET /info", infoREST(errs), "")
 	routes.public("POST /echo", echoREST(errs), "it only answers with the JSON it was sent")
 	routes.protected("GET /private", privateREST(errs))

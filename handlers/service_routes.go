@@ -22,6 +22,30 @@ func healthREST(health *storeHealth) http.Handler {
 	})
 }
 
+// livezREST answers 200 {"ok":true} while the process serves HTTP, whatever its database does: a
+// liveness probe on it restarts a process that is stuck, not one whose database is down.
+func livezREST() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSONBytes(w, http.StatusOK, []byte(`{"ok":true}`))
+	})
+}
+
+// readyzREST answers 200 {"ok":true} while the process should be sent requests (the store answers
+// and takes writes, and the server is not draining), and 503 {"error": why} otherwise: what a
+// readiness probe or a load balancer asks.
+func readyzREST(health *storeHealth) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if why := health.notReady(r.Context()); why != "" {
+			w.Header().Set("Retry-After", "1")
+			writeErrorJSON(w, http.StatusServiceUnavailable, why)
+			return
+		}
+		writeJSONBytes(w, http.StatusOK, []byte(`{"ok":true}`))
+	})
+}
+
 // credentialWords are parts of the names of headers that carry credentials, the standard ones
 // (Authorization, Cookie) and the many that services make up (X-Auth-Token, Api-Key,
 // X-Amz-Security-Token, X-Goog-Api-Key, X-CSRF-Token, X-Session-Id, ...): /info shows that such a
