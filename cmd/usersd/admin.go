@@ -25,7 +25,8 @@ const adminHeaderTimeout = 5 * time.Second
 // collectors, to which the service adds its own.
 func newMetrics() *prometheus.Registry {
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		readBuildInfo().collector())
 	return registry
 }
 

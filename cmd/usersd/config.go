@@ -48,6 +48,8 @@ type config struct {
 	trustRequestID bool
 	// adminAddr is the admin listener's address (/metrics and Go's profiler); empty means none.
 	adminAddr string
+	// showVersion asks for the version instead of serving.
+	showVersion bool
 }
 
 // serverLimits are the http.Server's protections against slow and greedy clients.
@@ -114,11 +116,19 @@ func (s *settings) duration(p *time.Duration, flagName, envName string, fallback
 	s.fs.DurationVar(p, flagName, v, usage+" (env "+envName+")")
 }
 
+// description is the first line of the help.
+const description = "usersd serves a users resource over gRPC, gRPC-Web, Connect and REST, on one port."
+
+// errHelpShown is parseConfig's answer to -h: the help is printed, and the program exits 0.
+var errHelpShown = errors.New("help shown")
+
 // parseConfig reads the flags in args, each defaulting to its environment variable and then to the
-// built-in default.
-func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+// built-in default. -h (or -help) prints the help to help and returns errHelpShown; any other
+// mistake is one error, without the help around it.
+func parseConfig(args []string, getenv func(string) string, help io.Writer) (config, error) {
 	s := &settings{fs: flag.NewFlagSet("usersd", flag.ContinueOnError), getenv: getenv}
-	s.fs.SetOutput(stderr)
+	s.fs.SetOutput(io.Discard) // the flag package's own messages: the error is returned instead
+	s.fs.Usage = func() {}
 	var cfg config
 	var corsOrigins, dbRead string
 	l := &cfg.limits
@@ -151,11 +161,18 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	s.duration(&cfg.watchHeartbeat, "watch-heartbeat", "USERS_WATCH_HEARTBEAT", users.DefaultWatchHeartbeat, "longest silence of a watch: a heartbeat is sent after it; keep it under the idle timeout of every proxy on the way")
 	var debugAddr string
 	s.string(&debugAddr, "debug-addr", "USERS_DEBUG_ADDR", "", "the former name of -admin-addr, which it now means")
+	s.fs.BoolVar(&cfg.showVersion, "version", false, "print the version, commit and Go version, and exit")
 	if len(s.errs) > 0 {
 		return config{}, errors.Join(s.errs...)
 	}
-	if err := s.fs.Parse(args); err != nil {
-		return config{}, err
+	if err := s.fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		printHelp(help, s.fs)
+		return config{}, errHelpShown
+	} else if err != nil {
+		return config{}, fmt.Errorf("%w (usersd -h lists the settings)", err)
+	}
+	if cfg.showVersion {
+		return cfg, nil
 	}
 	if s.fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q", s.fs.Args())
@@ -175,6 +192,33 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 	}
 	return cfg, cfg.check()
+}
+
+// printHelp prints the description, the ways to run the program, and every setting with its
+// variable and default.
+func printHelp(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, `%s
+
+Usage:
+  usersd [flags]        serve (see the README for a walk through)
+  usersd version        print the version, commit and Go version, and exit
+  usersd backup FILE    write a consistent copy of the SQLite database -db names to FILE, while it serves
+
+Every flag may be set by the environment variable named beside it; a flag wins over its variable.
+
+Flags:
+`, description)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	fmt.Fprint(w, `
+Environment only:
+  USERS_API_KEYS
+    	API keys that may write, comma-separated, each at least 16 characters; with
+    	-api-keys-file, keys from both are valid. Keys never come from a flag, which
+    	every user of the machine could read. With no key at all, one is made for the
+    	run and logged once.
+`)
 }
 
 // check rejects settings that cannot work.
@@ -229,9 +273,18 @@ func (cfg config) check() error {
 // are not put on the command line, where every user of the machine could read them.
 func loadAPIKeys(cfg config, getenv func(string) string, logger *slog.Logger) (*handlers.APIKeys, error) {
 	var keys []string
-	for key := range strings.SplitSeq(getenv("USERS_API_KEYS"), ",") {
+	fromEnv := getenv("USERS_API_KEYS")
+	for key := range strings.SplitSeq(fromEnv, ",") {
 		if key = strings.TrimSpace(key); key != "" {
 			keys = append(keys, key)
+		}
+	}
+	if fromEnv != "" && len(keys) == 0 {
+		return nil, errors.New("USERS_API_KEYS is set but holds no key; unset it to have a key made for the run")
+	}
+	for i, key := range keys {
+		if len(key) < minAPIKeyLength {
+			return nil, fmt.Errorf("USERS_API_KEYS: key %d of %d has %d characters; a key needs at least %d", i+1, len(keys), len(key), minAPIKeyLength)
 		}
 	}
 	if cfg.apiKeysFile != "" {
@@ -252,6 +305,11 @@ func loadAPIKeys(cfg config, getenv func(string) string, logger *slog.Logger) (*
 	return handlers.NewAPIKeys(keys...), nil
 }
 
+// minAPIKeyLength is the shortest key accepted: a key is a password that scripts send, and one a
+// person could guess or type from memory is too short. Generate one with
+// `openssl rand -base64 24`.
+const minAPIKeyLength = 16
+
 // readKeysFile reads one key a line; blank lines and lines starting with # are ignored.
 func readKeysFile(path string) ([]string, error) {
 	f, err := os.Open(path)
@@ -261,11 +319,15 @@ func readKeysFile(path string) ([]string, error) {
 	defer f.Close()
 	var keys []string
 	lines := bufio.NewScanner(f)
-	for lines.Scan() {
+	for n := 1; lines.Scan(); n++ {
 		line := strings.TrimSpace(lines.Text())
-		if line != "" && !strings.HasPrefix(line, "#") {
-			keys = append(keys, line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
 		}
+		if len(line) < minAPIKeyLength {
+			return nil, fmt.Errorf("API keys file %s, line %d: the key has %d characters; a key needs at least %d", path, n, len(line), minAPIKeyLength)
+		}
+		keys = append(keys, line)
 	}
 	if err := lines.Err(); err != nil {
 		return nil, fmt.Errorf("API keys file %s: %w", path, err)

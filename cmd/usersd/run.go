@@ -30,9 +30,23 @@ const userCacheSize = 10_000
 // the store, and returns an error if that leaves requests unanswered. A nil again never ends it.
 // Logs go to stdout as JSON lines; the first line about the listener says which address it took.
 func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseConfig(args, getenv, stderr)
+	if len(args) > 0 && args[0] == "version" {
+		if len(args) > 1 {
+			return fmt.Errorf("usersd version takes no arguments, got %q", args[1:])
+		}
+		fmt.Fprintln(stdout, readBuildInfo())
+		return nil
+	}
+	cfg, err := parseConfig(args, getenv, stdout)
+	if errors.Is(err, errHelpShown) {
+		return nil
+	}
 	if err != nil {
 		return err
+	}
+	if cfg.showVersion {
+		fmt.Fprintln(stdout, readBuildInfo())
+		return nil
 	}
 	logs := newLogOutput(stdout)
 	defer logs.Flush() // the access log's last batch, once everything else is done

@@ -44,14 +44,14 @@ func TestARestartKeepsEveryUserAndPost(t *testing.T) {
 
 func TestAPIKeySources(t *testing.T) {
 	keysFile := filepath.Join(t.TempDir(), "keys")
-	os.WriteFile(keysFile, []byte("# rotated 2026-11\n\nfile-key-1\n  file-key-2  \n"), 0o600)
+	os.WriteFile(keysFile, []byte("# rotated 2026-11\n\nfile-key-1-0123456789\n  file-key-2-0123456789  \n"), 0o600)
 	s := startServerOn(t, filepath.Join(t.TempDir(), "users.db"), map[string]string{
-		"USERS_API_KEYS":      "env-key-1, env-key-2",
+		"USERS_API_KEYS":      "env-key-1-0123456789, env-key-2-0123456789",
 		"USERS_API_KEYS_FILE": keysFile,
 	})
 	for key, want := range map[string]int{
-		"env-key-1": 200, "env-key-2": 200, "file-key-1": 200, "file-key-2": 200,
-		"# rotated 2026-11": 401, "": 401, "env-key-1,env-key-2": 401, "env-key": 401, apitest.Key: 401,
+		"env-key-1-0123456789": 200, "env-key-2-0123456789": 200, "file-key-1-0123456789": 200, "file-key-2-0123456789": 200,
+		"# rotated 2026-11": 401, "": 401, "env-key-1-0123456789,env-key-2-0123456789": 401, "env-key-1": 401, apitest.Key: 401,
 	} {
 		res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/private", Header: map[string]string{"x-api-key": key}})
 		if res.Status != want {
@@ -60,7 +60,7 @@ func TestAPIKeySources(t *testing.T) {
 	}
 	for _, line := range s.logs.Entries(nil) {
 		for _, v := range line {
-			if s, ok := v.(string); ok && (s == "env-key-1" || s == "file-key-1") {
+			if s, ok := v.(string); ok && (s == "env-key-1-0123456789" || s == "file-key-1-0123456789") {
 				t.Fatalf("a configured key was logged: %v", line)
 			}
 		}

@@ -25,7 +25,7 @@ import (
 )
 
 // apiKey is the key usersd is started with (USERS_API_KEYS) and the write scenario sends.
-const apiKey = "bench-key"
+const apiKey = "bench-key-0123456789"
 
 // runner holds the settings of one benchmark run and what it has measured so far.
 type runner struct {
