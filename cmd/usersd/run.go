@@ -30,6 +30,9 @@ const userCacheSize = 10_000
 // the store, and returns an error if that leaves requests unanswered. A nil again never ends it.
 // Logs go to stdout as JSON lines; the first line about the listener says which address it took.
 func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "backup" {
+		return runBackup(ctx, args[1:], getenv, stdout)
+	}
 	if len(args) > 0 && args[0] == "version" {
 		if len(args) > 1 {
 			return fmt.Errorf("usersd version takes no arguments, got %q", args[1:])
