@@ -72,6 +72,8 @@ func TestAMistakeIsOneLine(t *testing.T) {
 		{"a short key", []string{"USERS_API_KEYS=dev-key"}, []string{"-db", ":memory:"}, "key 1 of 1 has 7 characters; a key needs at least 16"},
 		{"a short key in the file", nil, []string{"-db", ":memory:", "-api-keys-file", keysFile}, "line 2: the key has 5 characters"},
 		{"version with arguments", nil, []string{"version", "now"}, "usersd version takes no arguments"},
+		{"a libpq connection string as -db", nil, []string{"-db", "host=localhost user=app dbname=users"}, "libpq connection string"},
+		{"a URL of another database", []string{"USERS_DB=mysql://app@localhost/users"}, nil, "only postgres:// and postgresql:// URLs"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			stdout, stderr, code := runBinary(t, c.env, c.args...)
@@ -116,5 +118,14 @@ func TestBuildInfoMetric(t *testing.T) {
 	}
 	if v, ok := sample(scrape(t, adminServer(t, s)), "usersd_build_info", labels); !ok || v != 1 {
 		t.Fatalf("usersd_build_info%v = %v (found %v)", labels, v, ok)
+	}
+}
+
+// TestTheStartUpLogNamesTheBackend: the line that says where the server listens says which kind of
+// database it serves from (PostgreSQL's is checked in TestTheDatabasePasswordNeverReachesTheLog).
+func TestTheStartUpLogNamesTheBackend(t *testing.T) {
+	s := startServer(t)
+	if len(s.logs.Entries(map[string]any{"msg": "listening", "backend": "sqlite"})) != 1 {
+		t.Fatalf("no listening line naming the backend:\n%s", s.logs)
 	}
 }

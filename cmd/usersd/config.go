@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"usersd/handlers"
+	"usersd/store/sqlstore"
 	"usersd/users"
 )
 
@@ -183,6 +184,9 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		cfg.adminAddr = debugAddr // the profiler's old flag keeps working, on the listener that replaced it
 	default:
 		return config{}, fmt.Errorf("-debug-addr %q and -admin-addr %q: -debug-addr is the former name of -admin-addr; give one", debugAddr, cfg.adminAddr)
+	}
+	if err := sqlstore.CheckDSN(cfg.db); err != nil {
+		return config{}, fmt.Errorf("-db: %w", err)
 	}
 	// Spaces, not commas: one URL may name several hosts, separated by commas.
 	cfg.dbRead = strings.Fields(dbRead)

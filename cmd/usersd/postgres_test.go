@@ -260,8 +260,8 @@ func TestTheDatabasePasswordNeverReachesTheLog(t *testing.T) {
 		if strings.Contains(s.logs.String(), password) {
 			t.Fatalf("the log shows the database password:\n%s", s.logs)
 		}
-		if len(s.logs.Entries(map[string]any{"msg": "listening"})) != 1 {
-			t.Fatalf("no listening line in the log:\n%s", s.logs)
+		if len(s.logs.Entries(map[string]any{"msg": "listening", "backend": "postgresql"})) != 1 {
+			t.Fatalf("no listening line naming the backend in the log:\n%s", s.logs)
 		}
 	}
 	err := run(t.Context(), nil, []string{"-db", "postgres://user:" + password + "@127.0.0.1:1/none"}, func(name string) string {

@@ -132,7 +132,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	if err != nil {
 		return err
 	}
-	listening := []any{"addr", listener.Addr().String(), "db", redactDSN(cfg.db), "api_keys", keys.Len()}
+	listening := []any{"addr", listener.Addr().String(), "backend", st.System(), "db", redactDSN(cfg.db), "api_keys", keys.Len()}
 	if cfg.dbDirect != "" {
 		listening = append(listening, "db_direct", redactDSN(cfg.dbDirect))
 	}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 
@@ -88,9 +89,10 @@ func openSQLite(path string) (reader, writer, pinger *sql.DB, err error) {
 		return db, db, db, nil
 	}
 	// In a DSN, SQLite drivers read a '?' as the start of settings and "file:" as a URI; -db takes a
-	// plain path (which sqliteURI escapes), so such a path is refused rather than guessed at.
-	if strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") {
-		return nil, nil, nil, fmt.Errorf("SQLite path %q: give a plain file path, without '?' or a file: prefix", path)
+	// plain path (which sqliteURI escapes), so such a path is refused rather than guessed at, as is
+	// what is meant as another kind of database.
+	if err := CheckDSN(path); err != nil {
+		return nil, nil, nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, nil, nil, fmt.Errorf("create folder for %s: %w", path, err)
@@ -205,4 +207,36 @@ func cloneValues(v url.Values) url.Values {
 		c[k] = append([]string(nil), vs...)
 	}
 	return c
+}
+
+// libpqKeyword matches the start of a libpq connection string ("host=db user=app dbname=users").
+var libpqKeyword = regexp.MustCompile(`^\s*[a-z_]+\s*=`)
+
+// CheckDSN reports whether Open can take dsn as a database: a postgres:// URL, ":memory:", or a
+// plain SQLite file path. A program checks its settings with it before it does anything else.
+func CheckDSN(dsn string) error {
+	switch {
+	case isPostgresURL(dsn), dsn == ":memory:":
+		return nil
+	case dsn == "":
+		return errors.New("empty SQLite path")
+	case strings.ContainsRune(dsn, '?') || strings.HasPrefix(dsn, "file:"):
+		return fmt.Errorf("SQLite path %q: give a plain file path, without '?' or a file: prefix", dsn)
+	}
+	return notAPath(dsn)
+}
+
+// notAPath refuses a database name that is meant as something other than a SQLite file, so that it
+// never silently becomes a new, empty file of that name: a libpq connection string, or a URL of
+// another scheme.
+func notAPath(dsn string) error {
+	switch {
+	case libpqKeyword.MatchString(dsn):
+		return errors.New("the database looks like a libpq connection string (key=value ...): give PostgreSQL as a URL, " +
+			"postgres://user@host:5432/dbname?sslmode=disable, or a SQLite file as a path")
+	case strings.Contains(dsn, "://"):
+		scheme, _, _ := strings.Cut(dsn, "://")
+		return fmt.Errorf("the database is a %s:// URL: only postgres:// and postgresql:// URLs are databases here; anything else is a SQLite file path", scheme)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"os"
 	"database/sql"
 	"path/filepath"
 	"testing"
@@ -43,11 +44,16 @@ func TestReopeningAFileKeepsItsData(t *testing.T) {
 }
 
 func TestOpenRejectsAmbiguousPaths(t *testing.T) {
-	for _, dsn := range []string{"", "users.db?mode=ro", "file:users.db", "postgres://localhost/db"} {
+	t.Chdir(t.TempDir()) // where a value taken for a file name would create it
+	for _, dsn := range []string{"", "users.db?mode=ro", "file:users.db", "postgres://localhost:1/db",
+		"host=localhost user=app dbname=users", "dbname=users", "mysql://app@localhost/users"} {
 		if s, err := sqlstore.Open(context.Background(), dsn); err == nil {
 			s.Close()
 			t.Errorf("Open(%q) succeeded, want an error", dsn)
 		}
+	}
+	if made, _ := os.ReadDir("."); len(made) > 0 {
+		t.Fatalf("refused values made files: %v", made)
 	}
 }
 
