@@ -30,6 +30,8 @@ type config struct {
 	// to serve a read that sends no Consistency-Token (sqlstore.WithReadStandbys).
 	dbRead       []string
 	dbReadMaxLag time.Duration
+	// dbWait is how long start-up waits for a database that does not answer (starting.go).
+	dbWait       time.Duration
 	apiKeysFile  string
 	maxBodyBytes int64
 	// answerMemory bounds the bytes of answers held for clients that have not yet taken them.
@@ -138,6 +140,7 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	s.string(&cfg.dbDirect, "db-direct", "USERS_DB_DIRECT", "", "with -db through a pooler in transaction mode (PgBouncer): a postgres:// URL of the same database that bypasses it, for the migrations and LISTEN")
 	s.string(&dbRead, "db-read", "USERS_DB_READ", "", "postgres:// URLs of streaming standbys of -db that may serve reads, separated by spaces")
 	s.duration(&cfg.dbReadMaxLag, "db-read-max-lag", "USERS_DB_READ_MAX_LAG", time.Second, "how far behind the primary a standby may be to serve a read that sends no Consistency-Token")
+	s.duration(&cfg.dbWait, "db-wait", "USERS_DB_WAIT", 5*time.Minute, "how long start-up waits for a PostgreSQL that does not answer, serving /livez (200) and /readyz (503) meanwhile, before it gives up")
 	s.string(&cfg.apiKeysFile, "api-keys-file", "USERS_API_KEYS_FILE", "", "file with one API key a line; blank lines and lines starting with # are ignored")
 	s.string(&corsOrigins, "cors-origins", "USERS_CORS_ORIGINS", "", "comma-separated origins that browsers may call from (\"*\" for any); none means same origin only")
 	s.int64(&cfg.maxBodyBytes, "max-body-bytes", "USERS_MAX_BODY_BYTES", handlers.DefaultMaxBodyBytes, "largest request body accepted, REST and RPC")
@@ -245,7 +248,7 @@ func (cfg config) check() error {
 		{"shutdown-grace", cfg.shutdownGrace}, {"read-header-timeout", l.readHeaderTimeout}, {"read-timeout", l.readTimeout},
 		{"write-timeout", l.writeTimeout}, {"idle-timeout", l.idleTimeout}, {"request-timeout", l.requestTimeout},
 		{"http2-write-byte-timeout", l.http2WriteByteTimeout}, {"http2-ping-timeout", l.http2PingTimeout},
-		{"watch-heartbeat", cfg.watchHeartbeat}, {"db-read-max-lag", cfg.dbReadMaxLag},
+		{"watch-heartbeat", cfg.watchHeartbeat}, {"db-read-max-lag", cfg.dbReadMaxLag}, {"db-wait", cfg.dbWait},
 	} {
 		if c.value <= 0 {
 			errs = append(errs, fmt.Errorf("-%s must be positive, got %s", c.name, c.value))

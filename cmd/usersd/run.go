@@ -67,6 +67,22 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 		storeOptions = append(storeOptions, sqlstore.WithReadStandbys(cfg.dbRead, cfg.dbReadMaxLag))
 	}
 	st, err := sqlstore.Open(ctx, cfg.db, storeOptions...)
+	// A database that does not answer yet is waited for, with the server already answering its
+	// probes (starting.go); otherwise the server listens once the service is ready.
+	var early *startedEarly
+	if errors.Is(err, store.ErrUnavailable) {
+		if early, err = startEarly(cfg, keys.Len(), logger); err != nil {
+			return err
+		}
+		st, err = openWhenReady(ctx, cfg.db, storeOptions, cfg.dbWait, logger)
+		if err != nil {
+			early.stop(logger)
+			if ctx.Err() != nil {
+				logger.Info("stopped", "before", "the database answered")
+				return nil
+			}
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -115,7 +131,13 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	if err != nil {
 		return err
 	}
-	srv := newServer(service, cfg.limits, logger)
+	var srv *http.Server
+	var served chan error
+	if early != nil {
+		srv, served = early.srv, early.served
+	} else {
+		srv = newServer(service, cfg.limits, logger)
+	}
 	// Watches never end by themselves: Shutdown would wait for them until the grace ran out.
 	srv.RegisterOnShutdown(service.EndWatches)
 
@@ -128,27 +150,21 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 		}
 	}
 
-	listener, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		return err
-	}
-	listening := []any{"addr", listener.Addr().String(), "backend", st.System(), "db", redactDSN(cfg.db), "api_keys", keys.Len()}
-	if cfg.dbDirect != "" {
-		listening = append(listening, "db_direct", redactDSN(cfg.dbDirect))
-	}
-	if len(cfg.dbRead) > 0 {
-		redacted := make([]string, len(cfg.dbRead))
-		for i, url := range cfg.dbRead {
-			redacted[i] = redactDSN(url)
+	if early != nil {
+		early.handler.use(service)
+		logger.Info("serving")
+	} else {
+		listener, err := net.Listen("tcp", cfg.addr)
+		if err != nil {
+			return err
 		}
-		listening = append(listening, "db_read", redacted, "db_read_max_lag", cfg.dbReadMaxLag.String())
+		logger.Info("listening", listeningAttrs(cfg, listener.Addr(), st.System(), keys.Len())...)
+		served = make(chan error, 1)
+		go func() { served <- srv.Serve(coalesce.Listener(listener)) }()
 	}
-	logger.Info("listening", listening...)
 
 	go sweepExpired(background, observedStore, sweepInterval, logger) // observed: its calls are timed too
 
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(coalesce.Listener(listener)) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
@@ -189,6 +205,52 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// listeningAttrs are the attributes of the "listening" line: where, and on which database.
+func listeningAttrs(cfg config, addr net.Addr, backend string, keys int) []any {
+	attrs := []any{"addr", addr.String(), "backend", backend, "db", redactDSN(cfg.db), "api_keys", keys}
+	if cfg.dbDirect != "" {
+		attrs = append(attrs, "db_direct", redactDSN(cfg.dbDirect))
+	}
+	if len(cfg.dbRead) > 0 {
+		redacted := make([]string, len(cfg.dbRead))
+		for i, url := range cfg.dbRead {
+			redacted[i] = redactDSN(url)
+		}
+		attrs = append(attrs, "db_read", redacted, "db_read_max_lag", cfg.dbReadMaxLag.String())
+	}
+	return attrs
+}
+
+// startedEarly is the server of a process that listens before its database answers: it serves
+// handlers.Starting until the service is ready.
+type startedEarly struct {
+	srv     *http.Server
+	handler *handlerSwitch
+	served  chan error
+}
+
+// startEarly listens and serves handlers.Starting, and logs "listening" with ready false.
+func startEarly(cfg config, keys int, logger *slog.Logger) (*startedEarly, error) {
+	listener, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return nil, err
+	}
+	e := &startedEarly{handler: newHandlerSwitch(handlers.Starting()), served: make(chan error, 1)}
+	e.srv = newServer(e.handler, cfg.limits, logger)
+	go func() { e.served <- e.srv.Serve(coalesce.Listener(listener)) }()
+	logger.Info("listening", append(listeningAttrs(cfg, listener.Addr(), "postgresql", keys), "ready", false)...)
+	return e, nil
+}
+
+// stop closes the early server of a process that will not serve after all.
+func (e *startedEarly) stop(logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err != nil {
+		logger.Warn("the starting server did not stop cleanly", "error", err)
+	}
 }
 
 // redactDSN hides the password of a database URL, given in its user part or as a parameter, so

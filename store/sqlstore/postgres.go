@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"usersd/store"
 )
 
 // migrationLockKey names the advisory lock that replicas take to migrate one at a time; any
@@ -67,6 +69,10 @@ func openPostgres(ctx context.Context, dsn string, pooled bool) (*sql.DB, error)
 	defer cancel()
 	if err := db.PingContext(pingCtx); err != nil {
 		db.Close()
+		if postgresUnavailable(err) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			// Not yet, perhaps: the server is down or starting. A caller may wait and try again.
+			return nil, fmt.Errorf("connect to PostgreSQL: %w: %w", store.ErrUnavailable, err)
+		}
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	return db, nil
@@ -95,10 +101,6 @@ func newPostgresPool(dsn string, pooled bool) (*sql.DB, *pgx.ConnConfig, error) 
 // postgresUnavailable reports whether err is a failure to reach the server (refused, reset, or the
 // server shutting down or out of connections), as opposed to an error in the statement.
 func postgresUnavailable(err error) bool {
-	var connectErr *pgconn.ConnectError
-	if errors.As(err, &connectErr) {
-		return true
-	}
 	switch code := postgresCode(err); {
 	case strings.HasPrefix(code, "08"): // connection exception
 		return true
@@ -111,7 +113,11 @@ func postgresUnavailable(err error) bool {
 	case code == "25P03": // the server ended a session idle in its transaction
 		return true
 	case code != "":
-		return false // the server answered: the statement, not the connection, failed
+		return false // the server answered: the statement (or a login it refused: a password, a database), not the connection, failed
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
 	}
 	var netErr net.Error
 	return errors.As(err, &netErr) || errors.Is(err, driver.ErrBadConn) ||
