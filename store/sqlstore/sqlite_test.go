@@ -2,8 +2,8 @@ package sqlstore_test
 
 import (
 	"context"
-	"os"
 	"database/sql"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
