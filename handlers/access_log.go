@@ -18,16 +18,18 @@ import (
 //	{"time":"...","level":"INFO","msg":"request","request_id":"...","method":"GET","path":"/users/1",
 //	 "proto":"HTTP/1.1","status":200,"bytes":123,"duration_ms":0.042}
 //
-// with time, when the answer ended, as slog writes it; "client_request_id" after request_id when
+// (level DEBUG for a probe) with time, when the answer ended, as slog writes it; "client_request_id" after request_id when
 // the client sent an X-Request-Id that is not the request's id; and "trace_id" and "span_id" after
 // those when the request is a span of a trace.
-func appendAccessLine(b []byte, info *requestInfo, span trace.SpanContext, start, end time.Time, r *http.Request, rec *statusRecorder) []byte {
+func appendAccessLine(b []byte, level string, info *requestInfo, span trace.SpanContext, start, end time.Time, r *http.Request, rec *statusRecorder) []byte {
 	if info == nil {
 		info = &requestInfo{}
 	}
 	b = append(b, `{"time":"`...)
 	b = end.AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","level":"INFO","msg":"request","request_id":`...)
+	b = append(b, `","level":"`...)
+	b = append(b, level...)
+	b = append(b, `","msg":"request","request_id":`...)
 	b = appendLogString(b, info.id)
 	if info.client != "" {
 		b = append(b, `,"client_request_id":`...)
@@ -54,6 +56,14 @@ func appendAccessLine(b []byte, info *requestInfo, span trace.SpanContext, start
 	b = append(b, `,"duration_ms":`...)
 	b = strconv.AppendFloat(b, float64(end.Sub(start).Microseconds())/1000, 'f', -1, 64)
 	return append(b, '}', '\n')
+}
+
+// accessLevel is the level of a request's access line: DEBUG for a probe, INFO for the rest.
+func accessLevel(route *routeStats) string {
+	if route.probe {
+		return "DEBUG"
+	}
+	return "INFO"
 }
 
 // appendLogString quotes s for a log line; bytes that are not UTF-8 become U+FFFD, as in slog.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"usersd/internal/apitest"
 )
 
 // TestAccessLineIsJSONInSlogsShape: each request gives one JSON line with the keys and formats of
@@ -69,10 +71,36 @@ func TestAccessLineTimeIsWrittenAsSlogWritesIt(t *testing.T) {
 	}
 	r := httptest.NewRequest("GET", "/", nil)
 	var ours struct{ Time string }
-	if err := json.Unmarshal(appendAccessLine(nil, nil, trace.SpanContext{}, at.Add(-time.Millisecond), at, r, &statusRecorder{}), &ours); err != nil {
+	if err := json.Unmarshal(appendAccessLine(nil, "INFO", nil, trace.SpanContext{}, at.Add(-time.Millisecond), at, r, &statusRecorder{}), &ours); err != nil {
 		t.Fatal(err)
 	}
 	if ours.Time != fromSlog.Time {
 		t.Errorf("time %q, slog writes %q", ours.Time, fromSlog.Time)
+	}
+}
+
+// TestProbesAreLoggedAtDebug: the access lines of health checks and probes, which every load
+// balancer sends every few seconds, are DEBUG lines, left out unless asked for; other requests'
+// lines are INFO.
+func TestProbesAreLoggedAtDebug(t *testing.T) {
+	for _, logProbes := range []bool{false, true} {
+		s := startServerWith(t, Config{LogProbes: logProbes})
+		for _, path := range []string{"/health", "/livez", "/readyz", "/users"} {
+			s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: path})
+		}
+		apitest.GRPCHealthStatus(t, s.BaseURL, "")
+		time.Sleep(50 * time.Millisecond)
+		for _, path := range []string{"/health", "/livez", "/readyz", "/grpc.health.v1.Health/Check"} {
+			lines := s.logs.Entries(map[string]any{"msg": "request", "path": path})
+			switch {
+			case !logProbes && len(lines) > 0:
+				t.Errorf("without LogProbes, %s was logged: %v", path, lines)
+			case logProbes && (len(lines) != 1 || lines[0]["level"] != "DEBUG"):
+				t.Errorf("with LogProbes, %s was logged as %v; want one DEBUG line", path, lines)
+			}
+		}
+		if lines := s.logs.Entries(map[string]any{"msg": "request", "path": "/users", "level": "INFO"}); len(lines) != 1 {
+			t.Errorf("GET /users was logged as %v; want one INFO line", lines)
+		}
 	}
 }

@@ -33,8 +33,10 @@ type Config struct {
 	Store  store.Store
 	Keys   *APIKeys // keys that may write; at least one
 	Logger *slog.Logger
-	// AccessLog takes the JSON line logged for every request; nil means no access log.
+	// AccessLog takes the JSON line logged for every request; nil means no access log. The lines of
+	// probes (/health, /livez, /readyz, gRPC health) are DEBUG, written only with LogProbes.
 	AccessLog io.Writer
+	LogProbes bool
 	// MaxBodyBytes caps every request body, REST and RPC alike; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// RequestTimeout is the deadline of each request's work, store queries included; 0 means
@@ -138,7 +140,7 @@ func New(cfg Config) (*Service, error) {
 	if err := addRoutes(routes, deps{Config: cfg, users: service, errs: routes.errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	obs := observer{metrics: metrics, accessLog: cfg.AccessLog, routes: routes}
+	obs := observer{metrics: metrics, accessLog: cfg.AccessLog, logProbes: cfg.LogProbes, routes: routes}
 	if cfg.Tracing != nil {
 		obs.tracer = cfg.Tracing.Tracer(instrumentationName)
 	}

@@ -59,19 +59,27 @@ type metrics struct {
 	watchesCut *prometheus.CounterVec
 }
 
+// probeRoutes are the routes of health checks and probes, by label.
+var probeRoutes = map[string]bool{
+	"/health": true, "/livez": true, "/readyz": true, "/grpc.health.v1.Health/Check": true, "/grpc.health.v1.Health/Watch": true,
+}
+
 // routeStats is a route as the metrics see it: its label, whether it serves an RPC, and the series
 // of each outcome it has had so far. The route table makes one for each route and one for the
 // misses; a request finds its series there by a small key, not by hashing four label values.
 type routeStats struct {
 	label string
 	rpc   bool
+	// probe says that health checks call the route, every few seconds from every load balancer:
+	// its access lines are DEBUG (see probeRoutes).
+	probe bool
 	// series is replaced, never changed, so that a read needs no lock; mu orders the additions.
 	series atomic.Pointer[map[outcome]series]
 	mu     sync.Mutex
 }
 
 func newRouteStats(label string, rpc bool) *routeStats {
-	r := &routeStats{label: label, rpc: rpc}
+	r := &routeStats{label: label, rpc: rpc, probe: probeRoutes[label]}
 	r.series.Store(&map[outcome]series{})
 	return r
 }

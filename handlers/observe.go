@@ -23,6 +23,9 @@ type observer struct {
 	metrics   *metrics
 	tracer    trace.Tracer
 	accessLog io.Writer
+	// logProbes writes the access lines of probes (see probeRoutes), at DEBUG; without it they are
+	// left out, as a logger at INFO leaves out DEBUG lines.
+	logProbes bool
 	routes    *routeTable // tells a miss that is an RPC's from one of REST
 }
 
@@ -108,9 +111,9 @@ func withObservation(o observer, next http.Handler) http.Handler {
 				endSpan(span, end, route.label, matched, ended, rec.status)
 				spanContext = span.SpanContext()
 			}
-			if o.accessLog != nil {
+			if o.accessLog != nil && (!route.probe || o.logProbes) {
 				line := accessLineBuffers.Get().(*[]byte)
-				*line = appendAccessLine((*line)[:0], info, spanContext, start, end, r, rec)
+				*line = appendAccessLine((*line)[:0], accessLevel(route), info, spanContext, start, end, r, rec)
 				o.accessLog.Write(*line) // a log that cannot be written must not fail the request it describes
 				accessLineBuffers.Put(line)
 			}

@@ -53,6 +53,9 @@ type config struct {
 	adminAddr string
 	// showVersion asks for the version instead of serving.
 	showVersion bool
+	// logLevel is the least level logged: DEBUG adds the access lines of probes, WARN and ERROR
+	// leave out every access line.
+	logLevel slog.Level
 }
 
 // serverLimits are the http.Server's protections against slow and greedy clients.
@@ -166,6 +169,8 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	var debugAddr string
 	s.string(&debugAddr, "debug-addr", "USERS_DEBUG_ADDR", "", "the former name of -admin-addr, which it now means")
 	s.fs.BoolVar(&cfg.showVersion, "version", false, "print the version, commit and Go version, and exit")
+	var logLevel string
+	s.string(&logLevel, "log-level", "USERS_LOG_LEVEL", "info", "least level logged: debug (adds the access lines of health checks and probes), info (every other request), warn or error (no access lines)")
 	if len(s.errs) > 0 {
 		return config{}, errors.Join(s.errs...)
 	}
@@ -187,6 +192,9 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		cfg.adminAddr = debugAddr // the profiler's old flag keeps working, on the listener that replaced it
 	default:
 		return config{}, fmt.Errorf("-debug-addr %q and -admin-addr %q: -debug-addr is the former name of -admin-addr; give one", debugAddr, cfg.adminAddr)
+	}
+	if err := cfg.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		return config{}, fmt.Errorf("-log-level takes debug, info, warn or error, got %q", logLevel)
 	}
 	if err := sqlstore.CheckDSN(cfg.db); err != nil {
 		return config{}, fmt.Errorf("-db: %w", err)
@@ -276,9 +284,9 @@ func (cfg config) check() error {
 }
 
 // loadAPIKeys gathers the keys of USERS_API_KEYS (comma-separated) and of the keys file. There is
-// never an unauthenticated write path: with no key configured, it makes one and logs it once. Keys
+// never an unauthenticated write path: with no key configured, it makes one, which the caller logs once. Keys
 // are not put on the command line, where every user of the machine could read them.
-func loadAPIKeys(cfg config, getenv func(string) string, logger *slog.Logger) (*handlers.APIKeys, error) {
+func loadAPIKeys(cfg config, getenv func(string) string) (_ *handlers.APIKeys, generated string, err error) {
 	var keys []string
 	fromEnv := getenv("USERS_API_KEYS")
 	for key := range strings.SplitSeq(fromEnv, ",") {
@@ -287,29 +295,27 @@ func loadAPIKeys(cfg config, getenv func(string) string, logger *slog.Logger) (*
 		}
 	}
 	if fromEnv != "" && len(keys) == 0 {
-		return nil, errors.New("USERS_API_KEYS is set but holds no key; unset it to have a key made for the run")
+		return nil, "", errors.New("USERS_API_KEYS is set but holds no key; unset it to have a key made for the run")
 	}
 	for i, key := range keys {
 		if len(key) < minAPIKeyLength {
-			return nil, fmt.Errorf("USERS_API_KEYS: key %d of %d has %d characters; a key needs at least %d", i+1, len(keys), len(key), minAPIKeyLength)
+			return nil, "", fmt.Errorf("USERS_API_KEYS: key %d of %d has %d characters; a key needs at least %d", i+1, len(keys), len(key), minAPIKeyLength)
 		}
 	}
 	if cfg.apiKeysFile != "" {
 		fromFile, err := readKeysFile(cfg.apiKeysFile)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		keys = append(keys, fromFile...)
 	}
 	if len(keys) == 0 {
 		var b [24]byte
 		rand.Read(b[:])
-		key := base64.RawURLEncoding.EncodeToString(b[:])
-		logger.Warn("no API keys configured (USERS_API_KEYS or -api-keys-file): generated one for this run; writes need it in the x-api-key header",
-			"api_key", key)
-		keys = append(keys, key)
+		generated = base64.RawURLEncoding.EncodeToString(b[:])
+		keys = append(keys, generated)
 	}
-	return handlers.NewAPIKeys(keys...), nil
+	return handlers.NewAPIKeys(keys...), generated, nil
 }
 
 // minAPIKeyLength is the shortest key accepted: a key is a password that scripts send, and one a

@@ -29,7 +29,7 @@ const userCacheSize = 10_000
 // value on again (main sends a second SIGINT or SIGTERM there) ends the drain at once: run closes
 // the store, and returns an error if that leaves requests unanswered. A nil again never ends it.
 // Logs go to stdout as JSON lines; the first line about the listener says which address it took.
-func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	if len(args) > 0 && args[0] == "backup" {
 		return runBackup(ctx, args[1:], getenv, stdout)
 	}
@@ -51,12 +51,23 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 		fmt.Fprintln(stdout, readBuildInfo())
 		return nil
 	}
-	logs := newLogOutput(stdout)
-	defer logs.Flush() // the access log's last batch, once everything else is done
-	logger := slog.New(slog.NewJSONHandler(logs.Now(), nil))
-	keys, err := loadAPIKeys(cfg, getenv, logger)
+	keys, generatedKey, err := loadAPIKeys(cfg, getenv)
 	if err != nil {
 		return err
+	}
+	logs := newLogOutput(stdout)
+	defer logs.Flush() // the access log's last batch, once everything else is done
+	logger := slog.New(slog.NewJSONHandler(logs.Now(), &slog.HandlerOptions{Level: cfg.logLevel}))
+	// What ends the process is its last log line too, as JSON like the rest, for whatever collects
+	// the log; main also prints it on stderr, for whoever started the process.
+	defer func() {
+		if err != nil {
+			logger.Error("stopped", "error", err.Error())
+		}
+	}()
+	if generatedKey != "" {
+		logger.Warn("no API keys configured (USERS_API_KEYS or -api-keys-file): generated one for this run; writes need it in the x-api-key header",
+			"api_key", generatedKey)
 	}
 
 	storeOptions := []sqlstore.Option{sqlstore.WithLogger(logger)}
@@ -88,7 +99,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	}
 	defer st.Close() // after the server has drained: requests under way still need it
 
-	tracing, stopTracing, err := newTracing(ctx)
+	tracing, stopTracing, err := newTracing(ctx, logger)
 	if err != nil {
 		return fmt.Errorf("tracing: %w", err)
 	}
@@ -122,7 +133,8 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 		data = cache
 	}
 	service, err := handlers.New(handlers.Config{
-		Store: data, Keys: keys, Logger: logger, AccessLog: logs.Later(), MaxBodyBytes: cfg.maxBodyBytes,
+		Store: data, Keys: keys, Logger: logger, AccessLog: accessLog(logs, cfg.logLevel), LogProbes: cfg.logLevel <= slog.LevelDebug,
+		MaxBodyBytes: cfg.maxBodyBytes,
 		RequestTimeout: cfg.limits.requestTimeout, CORSOrigins: cfg.corsOrigins, TrustRequestID: cfg.trustRequestID,
 		Metrics: registry, Tracing: tracing, MaxWatchers: int(cfg.maxWatchers), WatchHeartbeat: cfg.watchHeartbeat,
 		WatchersPerAddress: int(cfg.watchersPerAddress), WatchersPerConnection: int(cfg.watchersPerConnection),
@@ -205,6 +217,14 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// accessLog is where the access lines go: nowhere when the log level leaves out INFO lines.
+func accessLog(logs *logOutput, level slog.Level) io.Writer {
+	if level > slog.LevelInfo {
+		return nil
+	}
+	return logs.Later()
 }
 
 // listeningAttrs are the attributes of the "listening" line: where, and on which database.

@@ -5,10 +5,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -30,11 +32,16 @@ const tracesFlushTimeout = 5 * time.Second
 //
 // The variables are read from the process's environment, not through run's getenv, because the
 // SDK reads them there itself; one source keeps the decision and the exporter from disagreeing.
-func newTracing(ctx context.Context) (provider trace.TracerProvider, stop func() error, err error) {
+func newTracing(ctx context.Context, logger *slog.Logger) (provider trace.TracerProvider, stop func() error, err error) {
 	stop = func() error { return nil }
 	if on, err := tracingWanted(os.Getenv); err != nil || !on {
 		return nil, stop, err
 	}
+	// OpenTelemetry's own errors (an export that failed, say) go to the service's log, as JSON,
+	// instead of the standard library's logger on stderr.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.Warn("tracing failed", "error", err.Error())
+	}))
 	exporter, err := otlptracehttp.New(ctx)
 	if err != nil {
 		return nil, stop, fmt.Errorf("OTLP exporter: %w", err)
