@@ -121,7 +121,7 @@ func TestRequestIDs(t *testing.T) {
 	sent := map[string]string{"X-Request-Id": "lb-1234.abc"}
 	t.Run("made by the service", func(t *testing.T) {
 		s := startServer(t)
-		res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health", Header: sent})
+		res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users", Header: sent})
 		id := res.Header.Get("X-Request-Id")
 		if len(id) != 24 || id == "lb-1234.abc" {
 			t.Fatalf("a client's X-Request-Id became the id: got %q", id)
@@ -133,13 +133,13 @@ func TestRequestIDs(t *testing.T) {
 	})
 	t.Run("trusted from a proxy", func(t *testing.T) {
 		s := startServerWith(t, Config{TrustRequestID: true})
-		if got := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health", Header: sent}).Header.Get("X-Request-Id"); got != "lb-1234.abc" {
+		if got := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users", Header: sent}).Header.Get("X-Request-Id"); got != "lb-1234.abc" {
 			t.Fatalf("a sane id from a trusted proxy is kept: got %q", got)
 		}
 		if line := waitForAccessLine(t, s, "lb-1234.abc"); line["client_request_id"] != nil {
 			t.Fatalf("a trusted id is logged twice: %v", line)
 		}
-		forged := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health", Header: map[string]string{"X-Request-Id": `x" "level":"ERROR`}})
+		forged := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/users", Header: map[string]string{"X-Request-Id": `x" "level":"ERROR`}})
 		id := forged.Header.Get("X-Request-Id")
 		if len(id) != 24 {
 			t.Fatalf("an unsafe id is replaced: got %q", id)
