@@ -61,7 +61,7 @@ func TestEveryLineOnStdoutIsJSON(t *testing.T) {
 		}
 		lines := jsonLines(t, stdout)
 		last := lines[len(lines)-1]
-		if last["level"] != "ERROR" || last["msg"] != "stopped" || !strings.Contains(last["error"].(string), "users.db") {
+		if last["level"] != "ERROR" || last["msg"] != "exiting on an error" || !strings.Contains(last["error"].(string), "users.db") {
 			t.Fatalf("the last line %v; want an ERROR line saying why it stopped", last)
 		}
 	})

@@ -264,14 +264,19 @@ func TestTheDatabasePasswordNeverReachesTheLog(t *testing.T) {
 			t.Fatalf("no listening line naming the backend in the log:\n%s", s.logs)
 		}
 	}
-	err := run(t.Context(), nil, []string{"-db", "postgres://user:" + password + "@127.0.0.1:1/none"}, func(name string) string {
+	// The start waits for an unreachable database, logging each attempt, for -db-wait.
+	var log strings.Builder
+	err := run(t.Context(), nil, []string{"-addr", "127.0.0.1:0", "-db-wait", "1s", "-db", "postgres://user:" + password + "@127.0.0.1:1/none"}, func(name string) string {
 		if name == "USERS_API_KEYS" {
 			return apitest.Key
 		}
 		return ""
-	}, io.Discard, io.Discard)
+	}, &log, io.Discard)
 	if err == nil || strings.Contains(err.Error(), password) || !strings.Contains(err.Error(), "PostgreSQL") {
 		t.Fatalf("start on an unreachable database: %v; want an error that names PostgreSQL and hides the password", err)
+	}
+	if strings.Contains(log.String(), password) || !strings.Contains(log.String(), "waiting for the database") {
+		t.Fatalf("the log of a start on an unreachable database shows the password, or no wait:\n%s", log.String())
 	}
 }
 

@@ -62,7 +62,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	// the log; main also prints it on stderr, for whoever started the process.
 	defer func() {
 		if err != nil {
-			logger.Error("stopped", "error", err.Error())
+			logger.Error("exiting on an error", "error", err.Error())
 		}
 	}()
 	if generatedKey != "" {
