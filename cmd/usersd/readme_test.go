@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTheREADMERunsInOrder pastes the README's shell examples, in order, into one shell in a fresh
+// copy of the repository, as a newcomer would: every example must work on the state the earlier
+// ones left. A block's info string says how it runs:
+//
+//	```sh                 run; a curl answered 400 or more fails it, as does any failing command
+//	```sh serve           start a server: in the background, until the next serve or stop block,
+//	                      waited for at localhost:8080/livez
+//	```sh stop            stop the server (Ctrl-C in its terminal), then run
+//	```sh expect-errors   run, showing error answers: curl may answer 4xx, and a failing command
+//	                      does not stop the run
+//	```sh norun           shown, not run: the text beside it says why (CI runs it as a step of its
+//	                      own, or it needs machines this one does not have)
+//
+// A streaming curl (-N) that reaches its --max-time has done what it shows.
+// USERS_README_OUTPUT=FILE keeps what the run printed.
+func TestTheREADMERunsInOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the service as the README says")
+	}
+	for _, tool := range []string{"bash", "curl", "setsid"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missingTool(t, "USERS_REQUIRE_CURL", "the README's examples need "+tool+", which is not installed")
+		}
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := readmeBlocks(string(readme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := freshCopy(t)
+	script := readmeScript(blocks)
+	os.WriteFile(filepath.Join(dir, ".readme-run.sh"), []byte(script), 0o644)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", ".readme-run.sh")
+	cmd.Dir = dir
+	cmd.Env = readmeEnv(t)
+	out, err := cmd.CombinedOutput()
+	if path := os.Getenv("USERS_README_OUTPUT"); path != "" {
+		os.WriteFile(path, out, 0o644) // the whole run, to read it through
+	}
+	if err != nil {
+		t.Fatalf("the README's examples, pasted in order, failed (%v); the output, the failing block last:\n%s", err, tail(string(out), 80))
+	}
+	shown := 0
+	for _, b := range blocks {
+		if b.mode == "norun" {
+			shown++
+		}
+	}
+	t.Logf("%d of the README's %d shell blocks ran in order (USERS_README_OUTPUT=FILE keeps what they printed); %d are shown only",
+		len(blocks)-shown, len(blocks), shown)
+}
+
+// readmeBlock is a fenced ```sh block of the README.
+type readmeBlock struct {
+	line int    // of its opening fence
+	mode string // "", "serve", "stop", "expect-errors" or "norun"
+	text string
+}
+
+// readmeBlocks returns the README's sh blocks in order; an unknown mode is an error, so that a
+// typo cannot quietly turn an example off.
+func readmeBlocks(readme string) ([]readmeBlock, error) {
+	var blocks []readmeBlock
+	var open *readmeBlock
+	var inOther bool
+	scanner := bufio.NewScanner(strings.NewReader(readme))
+	for n := 1; scanner.Scan(); n++ {
+		line := scanner.Text()
+		switch {
+		case open != nil && line == "```":
+			blocks = append(blocks, *open)
+			open = nil
+		case open != nil:
+			open.text += line + "\n"
+		case inOther && strings.HasPrefix(line, "```"):
+			inOther = false
+		case inOther:
+		case strings.HasPrefix(line, "```sh"):
+			fields := strings.Fields(strings.TrimPrefix(line, "```"))
+			b := &readmeBlock{line: n}
+			if len(fields) > 1 {
+				b.mode = fields[1]
+			}
+			switch b.mode {
+			case "", "serve", "stop", "expect-errors", "norun":
+			default:
+				return nil, fmt.Errorf("README line %d: unknown mode %q for a sh block", n, b.mode)
+			}
+			open = b
+		case strings.HasPrefix(line, "```"):
+			inOther = true
+		}
+	}
+	return blocks, nil
+}
+
+// readmeScript is the whole run as one bash script, so that what a block sets (a variable, an
+// alias) holds in the next, as in a terminal.
+func readmeScript(blocks []readmeBlock) string {
+	var b strings.Builder
+	b.WriteString(`shopt -s expand_aliases
+server=
+stop_server() {
+  if [ -n "$server" ]; then
+    kill -TERM -- "-$server" 2>/dev/null; wait "$server" 2>/dev/null; server=
+    for _ in $(seq 100); do curl_plain -s -o /dev/null localhost:8080/livez || break; sleep 0.1; done
+  fi
+}
+trap stop_server EXIT
+curl_plain() { command curl "$@"; }
+# curl as the examples use it: an answer of 400 or more fails the example, unless errors are
+# expected; a stream (-N) that ran until its --max-time did what it shows.
+curl() {
+  local stream=
+  for a in "$@"; do [ "$a" = -N ] && stream=1; done
+  local rc=0
+  if [ -n "$expect_errors" ]; then command curl --silent --show-error "$@" || rc=$?; else command curl --silent --show-error --fail-with-body "$@" || rc=$?; fi
+  echo
+  if [ -n "$stream" ] && [ "$rc" = 28 ]; then rc=0; fi
+  return "$rc"
+}
+`)
+	for i, block := range blocks {
+		fmt.Fprintf(&b, "\necho; echo '== block %d (README line %d%s)'\n", i+1, block.line, map[string]string{"": "", "serve": ", serve", "stop": ", after stopping the server", "expect-errors": ", errors expected", "norun": ", not run"}[block.mode])
+		switch block.mode {
+		case "norun":
+			continue
+		case "serve":
+			// The block's last command serves; it runs in a session of its own, so that stopping it
+			// stops what it started (go run's child too).
+			fmt.Fprintf(&b, "stop_server\nsetsid bash -c %s > .server-%d.log 2>&1 &\nserver=$!\n", shellQuote("shopt -s expand_aliases\n"+block.text), i+1)
+			fmt.Fprintf(&b, `for _ in $(seq 1800); do
+  curl_plain -s -o /dev/null localhost:8080/livez && break
+  kill -0 "$server" 2>/dev/null || { echo "the server of block %d stopped:"; cat .server-%d.log; exit 1; }
+  sleep 0.1
+done
+curl_plain -s -o /dev/null localhost:8080/livez || { echo "the server of block %d did not listen within 3 minutes:"; cat .server-%d.log; exit 1; }
+`, i+1, i+1, i+1, i+1)
+		case "stop":
+			fmt.Fprintf(&b, "stop_server\nset -e -o pipefail\n%sset +e +o pipefail\n", block.text)
+		case "expect-errors":
+			fmt.Fprintf(&b, "expect_errors=1\n%sexpect_errors=\n", block.text)
+		default:
+			fmt.Fprintf(&b, "set -e -o pipefail\n%sset +e +o pipefail\n", block.text)
+		}
+	}
+	b.WriteString("\necho; echo '== done'\n")
+	return b.String()
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// freshCopy copies the repository's tracked files, as a fresh clone has them, to a folder of the
+// test's own.
+func freshCopy(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
+	if err != nil {
+		t.Skipf("not a git checkout (%v): the README's run copies the tracked files", err)
+	}
+	dir := t.TempDir()
+	for name := range strings.SplitSeq(strings.TrimSuffix(string(files), "\x00"), "\x00") {
+		src, dst := filepath.Join(root, name), filepath.Join(dir, name)
+		info, err := os.Lstat(src)
+		if err != nil {
+			continue // deleted in the working tree, not yet in the index
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := copyFile(src, dst, info.Mode()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode.Perm())
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// readmeEnv is a newcomer's environment: the PATH and Go's caches (so that nothing is downloaded
+// again), and none of the service's settings.
+func readmeEnv(t *testing.T) []string {
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8"}
+	for _, name := range []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOFLAGS", "GOPROXY", "GOTOOLCHAIN"} {
+		out, err := exec.Command("go", "env", name).Output()
+		if err == nil && strings.TrimSpace(string(out)) != "" {
+			env = append(env, name+"="+strings.TrimSpace(string(out)))
+		}
+	}
+	return env
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
