@@ -221,6 +221,17 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 		p.listAfter("unfilter", chromedp.Click(chromedp.CSS(`#filters button[type=submit]`)))
 	})
 
+	step("search names by prefix, ignoring case", func(t *testing.T) {
+		p := browserPage{t: t, ctx: ctx}
+		p.fill("#name-filter", "gr")
+		names := p.listAfter("search", chromedp.Click(chromedp.CSS(`#filters button[type=submit]`)))
+		if strings.Join(names, ",") != "Grace" {
+			t.Fatalf("names starting with gr: %v", names)
+		}
+		p.do("clear the search", chromedp.Evaluate[chromedp.Void](`document.getElementById("name-filter").value = ""`))
+		p.listAfter("unsearch", chromedp.Click(chromedp.CSS(`#filters button[type=submit]`)))
+	})
+
 	step("sort by a column, both ways, from the keyboard", func(t *testing.T) {
 		p := browserPage{t: t, ctx: ctx}
 		p.do("focus the Name heading", chromedp.Focus(chromedp.CSS(`button[data-sort=name]`)))
@@ -256,10 +267,40 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 		}
 	})
 
+	step("the URL keeps the list and the open user: reload, Back, a link", func(t *testing.T) {
+		p := browserPage{t: t, ctx: ctx}
+		search := eval[string](p, `location.search`)
+		if !strings.Contains(search, "limit=5") || !strings.Contains(search, "page=3") {
+			t.Fatalf("the URL of page 3 of 5 a page says %q", search)
+		}
+		// A link (or a reload) shows what its URL says.
+		p.do("mark the document", chromedp.Evaluate[chromedp.Void](`window.before = true`))
+		p.do("follow a link", chromedp.Navigate(s.BaseURL+"/?sort=-name&page=2&limit=5"))
+		p.waitFor("the linked page", `!window.before && document.getElementById("page-info").textContent.startsWith("Page 2 of 3")`)
+		page, err := rpc.ListUsers(t.Context(), &usersv1.ListUsersRequest{Sort: "-name", Page: 2, Limit: 5})
+		apitest.RPCMust(t, "ListUsers", err)
+		if got, want := p.names(), apitest.RPCNames(page.GetUsers()); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("the linked page shows %v; the service has %v", got, want)
+		}
+		// Opening a user is a step of its own: Back closes it, Forward opens it again.
+		p.do("open a user", chromedp.Click(chromedp.CSS(`#user-rows tr[data-user-id] button.link`)))
+		p.waitFor("the user's panel", `!document.getElementById("detail").hidden && location.search.includes("user=")`)
+		p.do("go back", chromedp.NavigateBack())
+		p.waitFor("the panel closed", `document.getElementById("detail").hidden && !location.search.includes("user=")`)
+		p.do("go forward", chromedp.NavigateForward())
+		p.waitFor("the panel open again", `!document.getElementById("detail").hidden`)
+		// So is a page: Back shows the one before.
+		p.do("close the panel", chromedp.Click(chromedp.ID("close-detail")))
+		p.listAfter("the next page", chromedp.Click(chromedp.ID("next-page")))
+		p.do("go back", chromedp.NavigateBack())
+		p.waitFor("page 2 again", `document.getElementById("page-info").textContent.startsWith("Page 2 of 3") && location.search.includes("page=2")`)
+		p.do("mark the document", chromedp.Evaluate[chromedp.Void](`window.before = true`))
+		p.do("back to the last page by id", chromedp.Navigate(s.BaseURL+"/?page=3&limit=5"))
+		p.waitFor("the last page", `!window.before && document.getElementById("page-info").textContent.startsWith("Page 3 of 3")`)
+	})
+
 	step("edit a user, add a post", func(t *testing.T) {
 		p := browserPage{t: t, ctx: ctx}
-		p.do("close the panel", chromedp.Click(chromedp.ID("close-detail")))
-		p.waitFor("the panel to close", `document.getElementById("detail").hidden`)
 		p.do("open Margaret", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-user-id="%d"] button.link`, created.GetId()))))
 		p.waitFor("the user's panel", `!document.getElementById("detail").hidden && document.getElementById("detail-title").textContent === "Margaret"`)
 		p.fill(`#edit-form input[name=role]`, "chief engineer")
@@ -280,13 +321,27 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 		}
 	})
 
+	other := s.RPCClient(apitest.RPCProtocolNamed(t, "Connect binary"), apitest.Key)
+	step("a change elsewhere refreshes the open form while nothing is typed in it", func(t *testing.T) {
+		p := browserPage{t: t, ctx: ctx}
+		_, err := other.UpdateUser(t.Context(), &usersv1.UpdateUserRequest{Id: created.GetId(), User: &usersv1.User{Role: "navigator"}})
+		apitest.RPCMust(t, "UpdateUser", err)
+		p.waitFor("the new role in the form", `document.querySelector("#edit-form input[name=role]").value === "navigator"`)
+		if meta := p.text("detail-meta"); !strings.Contains(meta, "just changed elsewhere") {
+			t.Fatalf("the panel says %q", meta)
+		}
+	})
+
 	step("a service error is shown in words: an edit that lost a race", func(t *testing.T) {
 		p := browserPage{t: t, ctx: ctx}
-		// Someone else changes the user while the page shows it.
-		other := s.RPCClient(apitest.RPCProtocolNamed(t, "Connect binary"), apitest.Key)
+		// The person types; someone else changes the user meanwhile: the form is flagged, not redrawn.
+		p.fill(`#edit-form input[name=role]`, "mine")
 		_, err := other.UpdateUser(t.Context(), &usersv1.UpdateUserRequest{Id: created.GetId(), User: &usersv1.User{Role: "elsewhere"}})
 		apitest.RPCMust(t, "UpdateUser", err)
-		p.fill(`#edit-form input[name=role]`, "mine")
+		p.waitFor("the flag", `document.getElementById("detail-meta").textContent.includes("changed elsewhere since you opened it")`)
+		if role := eval[string](p, `document.querySelector("#edit-form input[name=role]").value`); role != "mine" {
+			t.Fatalf("the form was redrawn under the typing: role %q", role)
+		}
 		p.do("save", chromedp.Click(chromedp.CSS(`#edit-form button[type=submit]`)))
 		p.waitFor("the error", `!document.getElementById("error").hidden`)
 		if msg := p.text("error"); !strings.Contains(msg, "Someone changed this user") {
@@ -296,6 +351,26 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 			t.Fatalf("the stale save changed the user: %v", u)
 		}
 		p.waitFor("the reloaded user", `document.querySelector("#edit-form input[name=role]").value === "elsewhere"`)
+
+		// A later success clears the error.
+		p.fill(`#edit-form input[name=role]`, "mine")
+		p.do("save again", chromedp.Click(chromedp.CSS(`#edit-form button[type=submit]`)))
+		p.waitFor("the save", `document.getElementById("status").textContent === "Saved Margaret."`)
+		if !eval[bool](p, `document.getElementById("error").hidden`) {
+			t.Fatalf("the error %q is still shown after a save that worked", p.text("error"))
+		}
+	})
+
+	step("posts page by page", func(t *testing.T) {
+		p := browserPage{t: t, ctx: ctx}
+		for i := range 25 {
+			_, err := other.CreateUserPost(t.Context(), &usersv1.CreateUserPostRequest{UserId: created.GetId(), Post: &usersv1.Post{Title: fmt.Sprintf("note %d", i)}})
+			apitest.RPCMust(t, "CreateUserPost", err)
+		}
+		p.do("open Margaret from a link", chromedp.Navigate(fmt.Sprintf("%s/?user=%d", s.BaseURL, created.GetId())))
+		p.waitFor("the first page of posts", `document.querySelectorAll("#posts li").length === 20 && !document.getElementById("more-posts").hidden`)
+		p.do("more posts", chromedp.Click(chromedp.ID("more-posts")))
+		p.waitFor("every post", `document.querySelectorAll("#posts li").length === 26 && document.getElementById("more-posts").hidden`)
 	})
 
 	step("delete a user", func(t *testing.T) {

@@ -1,6 +1,7 @@
-// The page: a list of users (filter, sort, pages), one user with their posts, and the forms that
-// create, edit and delete. Every call goes through the generated client in api.ts. The page follows
-// the changes that anyone makes (WatchUsers) and shows them without a reload.
+// The page: a list of users (filter, search, sort, pages), one user with their posts, and the forms
+// that create, edit and delete. Every call goes through the generated client in api.ts. The page
+// follows the changes that anyone makes (WatchUsers) and shows them without a reload. What it shows
+// (the query, the page, the open user) is in its URL, so that reload, Back and a link keep it.
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { apiKey, describeError, followUsers, setAPIKey, users, type WatchState } from "./api";
 import { UserEvent_Kind, type User, type UserEvent } from "./gen/users/v1/users_pb";
@@ -8,7 +9,11 @@ import { UserEvent_Kind, type User, type UserEvent } from "./gen/users/v1/users_
 type SortField = "id" | "name" | "role" | "createdAt";
 
 /** What the list shows: the collection query (the README's "The routes"). */
-const query = { role: "", sort: "id" as SortField, descending: false, page: 1, limit: 10 };
+const query = { role: "", namePrefix: "", sort: "id" as SortField, descending: false, page: 1, limit: 10 };
+const sortFields: SortField[] = ["id", "name", "role", "createdAt"];
+const pageSizes = [5, 10, 20, 50, 100];
+/** The page of posts after those shown for the open user, or "" when all are shown. */
+let morePosts = "";
 /** Numbers each list load, so that an answer to a load that a newer one replaced is dropped. */
 let listLoads = 0;
 /** The user open in the detail panel, with the etag it was read at. */
@@ -35,6 +40,7 @@ const ui = {
   error: element<HTMLParagraphElement>("error"),
   filters: element<HTMLFormElement>("filters"),
   roleFilter: element<HTMLInputElement>("role-filter"),
+  nameFilter: element<HTMLInputElement>("name-filter"),
   pageSize: element<HTMLSelectElement>("page-size"),
   rows: element<HTMLTableSectionElement>("user-rows"),
   sortButtons: document.querySelectorAll<HTMLButtonElement>("button[data-sort]"),
@@ -49,6 +55,7 @@ const ui = {
   deleteButton: element<HTMLButtonElement>("delete-user"),
   closeButton: element<HTMLButtonElement>("close-detail"),
   posts: element<HTMLOListElement>("posts"),
+  morePosts: element<HTMLButtonElement>("more-posts"),
   postForm: element<HTMLFormElement>("post-form"),
   keyDialog: element<HTMLDialogElement>("key-dialog"),
   keyInput: element<HTMLInputElement>("key-input"),
@@ -60,12 +67,19 @@ const ui = {
 // ---- messages
 
 function say(message: string): void {
-  ui.error.hidden = true;
+  clearError();
   ui.status.textContent = message;
+}
+
+/** Hides the error of an earlier action: a later success must not be shown beside it. */
+function clearError(): void {
+  ui.error.hidden = true;
+  ui.error.textContent = "";
 }
 
 function fail(err: unknown): void {
   ui.error.textContent = describeError(err);
+  ui.error.dataset.from = "";
   ui.error.hidden = false;
   ui.status.textContent = "";
 }
@@ -115,6 +129,46 @@ async function write(action: () => Promise<void>): Promise<void> {
   }
 }
 
+// ---- the URL
+
+/** Reads the query and the open user from the page's URL; what it does not name keeps its default. */
+function readURL(): number | undefined {
+  const params = new URLSearchParams(location.search);
+  query.role = params.get("role") ?? "";
+  query.namePrefix = params.get("q") ?? "";
+  const sort = params.get("sort") ?? "id";
+  query.descending = sort.startsWith("-");
+  const field = sort.replace(/^-/, "") as SortField;
+  query.sort = sortFields.includes(field) ? field : "id";
+  query.page = Math.max(1, Number.parseInt(params.get("page") ?? "1", 10) || 1);
+  const limit = Number.parseInt(params.get("limit") ?? "10", 10);
+  query.limit = pageSizes.includes(limit) ? limit : 10;
+  ui.roleFilter.value = query.role;
+  ui.nameFilter.value = query.namePrefix;
+  ui.pageSize.value = String(query.limit);
+  const user = Number.parseInt(params.get("user") ?? "", 10);
+  return user > 0 ? user : undefined;
+}
+
+/**
+ * Puts what the page shows in its URL: a new history entry for a step the person took (Back undoes
+ * it), or a replaced one for a correction the page made itself (the last page emptied).
+ */
+function writeURL(how: "push" | "replace" = "push"): void {
+  const params = new URLSearchParams();
+  if (query.role) params.set("role", query.role);
+  if (query.namePrefix) params.set("q", query.namePrefix);
+  if (query.sort !== "id" || query.descending) params.set("sort", (query.descending ? "-" : "") + query.sort);
+  if (query.page > 1) params.set("page", String(query.page));
+  if (query.limit !== 10) params.set("limit", String(query.limit));
+  if (current) params.set("user", String(current.id));
+  const search = params.size > 0 ? `?${params}` : "";
+  if (search === location.search) return;
+  const url = search || location.pathname;
+  if (how === "push") history.pushState(null, "", url);
+  else history.replaceState(null, "", url);
+}
+
 // ---- the list
 
 async function loadList(): Promise<void> {
@@ -122,6 +176,7 @@ async function loadList(): Promise<void> {
   try {
     const res = await users.listUsers({
       role: query.role,
+      namePrefix: query.namePrefix,
       sort: (query.descending ? "-" : "") + query.sort,
       page: query.page,
       limit: query.limit,
@@ -131,9 +186,11 @@ async function loadList(): Promise<void> {
     const pages = Math.max(1, Math.ceil(res.totalCount / query.limit));
     if (query.page > pages) {
       query.page = pages; // the last page emptied (a delete elsewhere): show the new last page
+      writeURL("replace");
       return loadList();
     }
     renderRows(res.users);
+    if (!ui.error.hidden && ui.error.dataset.from === "list") clearError();
     ui.pageInfo.textContent = `Page ${query.page} of ${pages} (${res.totalCount} ${res.totalCount === 1 ? "user" : "users"})`;
     ui.prev.disabled = query.page <= 1;
     ui.next.disabled = query.page >= pages;
@@ -144,7 +201,10 @@ async function loadList(): Promise<void> {
       button.dataset.direction = sorted ? (query.descending ? "desc" : "asc") : "";
     }
   } catch (err) {
-    if (load === listLoads) fail(err);
+    if (load === listLoads) {
+      fail(err);
+      ui.error.dataset.from = "list"; // cleared by the next list that loads
+    }
   }
 }
 
@@ -172,7 +232,8 @@ function renderRows(list: User[]): void {
     const cell = document.createElement("td");
     cell.colSpan = 4;
     cell.className = "empty";
-    cell.textContent = query.role ? `No user has the role “${query.role}”.` : "No users yet: create the first one below.";
+    cell.textContent =
+      query.role || query.namePrefix ? "No user matches the filter." : "No users yet: create the first one below.";
     row.append(cell);
     rows.push(row);
   }
@@ -181,15 +242,17 @@ function renderRows(list: User[]): void {
 
 // ---- one user
 
-async function openUser(id: number): Promise<void> {
+async function openUser(id: number, how: "push" | "replace" | "none" = "push"): Promise<void> {
   try {
     current = await users.getUser({ id });
     renderUser(current);
     await loadPosts(id);
     ui.detail.hidden = false;
     ui.detailTitle.focus();
+    if (how !== "none") writeURL(how);
   } catch (err) {
     fail(err);
+    closeUser("replace");
     await loadList();
   }
 }
@@ -205,8 +268,11 @@ function renderMeta(user: User, note = ""): void {
   ui.detailMeta.textContent = `User ${user.id} · created ${formatTime(user.createdAt)} · updated ${formatTime(user.updatedAt)}${note}`;
 }
 
-async function loadPosts(userId: number): Promise<void> {
-  const res = await users.listUserPosts({ userId, limit: 100 });
+/** Shows the first page of the user's posts, or with more, adds the next page to those shown. */
+async function loadPosts(userId: number, more = false): Promise<void> {
+  const res = await users.listUserPosts({ userId, limit: 20, pageToken: more ? morePosts : "" });
+  morePosts = res.nextPageToken;
+  ui.morePosts.hidden = morePosts === "";
   const items = res.posts.map((post) => {
     const item = document.createElement("li");
     const title = document.createElement("strong");
@@ -221,6 +287,10 @@ async function loadPosts(userId: number): Promise<void> {
     }
     return item;
   });
+  if (more) {
+    ui.posts.append(...items);
+    return;
+  }
   if (items.length === 0) {
     const item = document.createElement("li");
     item.className = "empty";
@@ -230,9 +300,15 @@ async function loadPosts(userId: number): Promise<void> {
   ui.posts.replaceChildren(...items);
 }
 
-function closeUser(): void {
+function closeUser(how: "push" | "replace" | "none" = "push"): void {
   current = undefined;
   ui.detail.hidden = true;
+  if (how !== "none") writeURL(how);
+}
+
+/** Whether the edit form holds what the open user has: nothing typed that a redraw would lose. */
+function formUnchanged(user: User): boolean {
+  return field(ui.editForm, "name").value === user.name && field(ui.editForm, "role").value === user.role;
 }
 
 function field(form: HTMLFormElement, name: string): HTMLInputElement | HTMLTextAreaElement {
@@ -267,15 +343,22 @@ function applyChange(event: UserEvent): void {
   if (event.kind === UserEvent_Kind.DELETED) {
     if (current?.id === user.id) {
       say(`${current.name} was deleted elsewhere.`);
-      closeUser();
+      closeUser("replace");
     }
   } else {
-    if (shown.get(user.id)?.etag === user.etag) return; // the list already shows this version
     if (current?.id === user.id && current.etag !== user.etag) {
-      // The form is left as it is, not redrawn under the person's typing: a save, conditional on
-      // the etag, is refused and then shows the new version.
-      renderMeta(current, " · changed elsewhere since you opened it");
+      if (formUnchanged(current)) {
+        // Nothing typed: show the new version, which a save is then conditional on.
+        current = user;
+        renderUser(user);
+        renderMeta(user, " · just changed elsewhere");
+      } else {
+        // Not redrawn under the person's typing: a save, conditional on the etag, is refused and
+        // then shows the new version.
+        renderMeta(current, " · changed elsewhere since you opened it");
+      }
     }
+    if (shown.get(user.id)?.etag === user.etag) return; // the list already shows this version
   }
   void reloadForChanges();
 }
@@ -301,12 +384,19 @@ function showLive(state: WatchState): void {
 
 // ---- wiring
 
+/** Shows the list as query now says, and records the step in the URL. */
+function listChanged(): void {
+  writeURL();
+  void loadList();
+}
+
 ui.filters.addEventListener("submit", (event) => {
   event.preventDefault();
   query.role = ui.roleFilter.value.trim();
+  query.namePrefix = ui.nameFilter.value.trim();
   query.limit = Number(ui.pageSize.value);
   query.page = 1;
-  void loadList();
+  listChanged();
 });
 
 ui.pageSize.addEventListener("change", () => ui.filters.requestSubmit());
@@ -317,18 +407,30 @@ for (const button of ui.sortButtons) {
     query.descending = query.sort === field ? !query.descending : false;
     query.sort = field;
     query.page = 1;
-    void loadList();
+    listChanged();
   });
 }
 
 ui.prev.addEventListener("click", () => {
   query.page = Math.max(1, query.page - 1);
-  void loadList();
+  listChanged();
 });
 
 ui.next.addEventListener("click", () => {
   query.page += 1;
+  listChanged();
+});
+
+ui.morePosts.addEventListener("click", () => {
+  if (current) void loadPosts(current.id, true).catch(fail);
+});
+
+// Back and Forward: show what the URL of that step says.
+window.addEventListener("popstate", () => {
+  const user = readURL();
   void loadList();
+  if (user === undefined) closeUser("none");
+  else if (user !== current?.id) void openUser(user, "none");
 });
 
 ui.createForm.addEventListener("submit", (event) => {
@@ -376,13 +478,13 @@ ui.deleteButton.addEventListener("click", () => {
   void write(async () => {
     await users.deleteUser({ id: user.id, etag: user.etag });
     madeHere({ id: user.id });
-    closeUser();
+    closeUser("replace");
     say(`Deleted ${user.name}.`);
     await loadList();
   });
 });
 
-ui.closeButton.addEventListener("click", closeUser);
+ui.closeButton.addEventListener("click", () => closeUser());
 
 ui.postForm.addEventListener("submit", (event) => {
   event.preventDefault();
@@ -405,6 +507,8 @@ ui.forgetKey.addEventListener("click", () => {
 });
 
 showKeyState();
+const openAtStart = readURL();
 void loadList();
+if (openAtStart !== undefined) void openUser(openAtStart, "none");
 // A watch from now reloads the list once it has started: what changed before is in that load.
 void followUsers({ change: applyChange, fresh: () => void loadList(), state: showLive });
