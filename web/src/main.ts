@@ -28,6 +28,14 @@ const ownChanges = new Set<string>();
 /** Whether a reload for changes is under way, and whether more changes came in the meantime. */
 let reloading = false;
 let reloadAgain = false;
+/**
+ * Writes of this page under way, and whether a change came in meanwhile. Such a change (often the
+ * write's own echo, which can come before its answer) is shown by a reload once the write is done:
+ * a reload before it would read without the write's consistency token, perhaps from a standby that
+ * does not hold the write yet, and draw the list as it was.
+ */
+let writesUnderWay = 0;
+let changedDuringWrite = false;
 
 function element<T extends HTMLElement>(id: string): T {
   const found = document.getElementById(id);
@@ -120,12 +128,18 @@ async function write(action: () => Promise<void>): Promise<void> {
     say("Nothing was changed: an API key is needed to make changes.");
     return;
   }
+  writesUnderWay++;
   try {
     await action();
   } catch (err) {
     fail(err);
   } finally {
     showKeyState();
+    writesUnderWay--;
+    if (writesUnderWay === 0 && changedDuringWrite) {
+      changedDuringWrite = false;
+      void reloadForChanges();
+    }
   }
 }
 
@@ -359,6 +373,10 @@ function applyChange(event: UserEvent): void {
       }
     }
     if (shown.get(user.id)?.etag === user.etag) return; // the list already shows this version
+  }
+  if (writesUnderWay > 0) {
+    changedDuringWrite = true;
+    return;
   }
   void reloadForChanges();
 }
