@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -94,23 +93,15 @@ func TestABackupUnderWritesRestoresEveryAcknowledgedUser(t *testing.T) {
 
 // createUser creates a user through REST with the test key and returns its id.
 func createUser(base, name string) (int, error) {
-	req, err := http.NewRequest("POST", base+"/users", strings.NewReader(fmt.Sprintf(`{"name":%q}`, name)))
+	status, answer, err := postJSONAnswer(base+"/users", fmt.Sprintf(`{"name":%q}`, name))
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("x-api-key", apitest.Key)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusCreated {
-		return 0, fmt.Errorf("create: %d %s", res.StatusCode, body)
+	if status != http.StatusCreated {
+		return 0, fmt.Errorf("create: %d %s", status, answer)
 	}
 	var u struct{ ID int }
-	if err := json.Unmarshal(body, &u); err != nil {
+	if err := json.Unmarshal(answer, &u); err != nil {
 		return 0, err
 	}
 	return u.ID, nil

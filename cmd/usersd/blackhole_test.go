@@ -4,8 +4,6 @@ import (
 	"database/sql"
 	"fmt"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,16 +25,8 @@ func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 	_, well, _ := startProcess(t, dsn)
 	db := storetest.OpenPostgres(t, dsn)
 
-	var stop atomic.Bool
-	var writers sync.WaitGroup
-	for w := range 8 {
-		writers.Go(func() {
-			for n := 0; !stop.Load(); n++ {
-				postJSON(sick.BaseURL+"/users", fmt.Sprintf(`{"name":"sick %d %d"}`, w, n))
-			}
-		})
-	}
-	defer func() { stop.Store(true); proxy.restore(); writers.Wait() }()
+	stopWriters := writeUntilStopped(sick.BaseURL, "sick", 8)
+	defer func() { proxy.restore(); stopWriters() }()
 
 	// Black-hole until the sick replica is caught inside a transaction: that is the fault that
 	// matters.
@@ -99,8 +89,7 @@ func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	stop.Store(true)
-	writers.Wait()
+	stopWriters()
 	for n := 0; ; n++ {
 		read := getStatus(sick.BaseURL + "/users?limit=1")
 		created, _ := postJSON(sick.BaseURL+"/users", fmt.Sprintf(`{"name":"healed %d"}`, n))
@@ -151,15 +140,7 @@ func TestAFrozenReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 	dsn := storetest.PostgresSchema(t)
 	frozenCmd, frozen, _ := startProcess(t, dsn)
 	_, well, _ := startProcess(t, dsn)
-	var stop atomic.Bool
-	var writers sync.WaitGroup
-	for w := range 8 {
-		writers.Go(func() {
-			for n := 0; !stop.Load(); n++ {
-				postJSON(frozen.BaseURL+"/users", fmt.Sprintf(`{"name":"frozen %d %d"}`, w, n))
-			}
-		})
-	}
+	stopWriters := writeUntilStopped(frozen.BaseURL, "frozen", 8)
 	time.Sleep(500 * time.Millisecond)
 	if err := frozenCmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -171,7 +152,7 @@ func TestAFrozenReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 			frozenCmd.Process.Signal(syscall.SIGCONT)
 		}
 	}
-	defer func() { thaw(); stop.Store(true); writers.Wait() }()
+	defer func() { thaw(); stopWriters() }()
 
 	frozenAt := time.Now()
 	var slowest time.Duration

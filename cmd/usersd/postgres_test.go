@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,19 +145,40 @@ func testReplicasShareEverything(t *testing.T, db string, flags []string) {
 // postJSON creates through the REST API with the test key, without the testing.T helpers, so that it
 // can run on any goroutine.
 func postJSON(url, body string) (int, error) {
+	status, _, err := postJSONAnswer(url, body)
+	return status, err
+}
+
+// postJSONAnswer is postJSON that also returns the answer's body.
+func postJSONAnswer(url, body string) (int, []byte, error) {
 	req, err := http.NewRequest("POST", url, strings.NewReader(body))
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("x-api-key", apitest.Key)
 	res, err := apitest.HTTP1Client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer res.Body.Close()
-	io.Copy(io.Discard, res.Body)
-	return res.StatusCode, nil
+	answer, err := io.ReadAll(res.Body)
+	return res.StatusCode, answer, err
+}
+
+// writeUntilStopped keeps n clients creating users on base, each as fast as it can, until the
+// returned stop is called (it waits for them); what they are answered does not matter.
+func writeUntilStopped(base, prefix string, n int) (stop func()) {
+	var stopping atomic.Bool
+	var writers sync.WaitGroup
+	for w := range n {
+		writers.Go(func() {
+			for i := 0; !stopping.Load(); i++ {
+				postJSON(base+"/users", fmt.Sprintf(`{"name":"%s %d %d"}`, prefix, w, i))
+			}
+		})
+	}
+	return func() { stopping.Store(true); writers.Wait() }
 }
 
 // listAllIDs pages through GET /users and returns every id in order.
