@@ -20,9 +20,6 @@ import (
 // in all). With the default budget the binary's peak RSS stays under 512 MiB, the answers past the
 // budget are refused with 503, and /health keeps answering quickly throughout.
 func TestStalledStreamsOfLargePagesStayWithinTheMemoryBudget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the binary and holds 1,000 streams")
-	}
 	cmd, s, _ := startProcess(t, t.TempDir()+"/users.db")
 	user := apitest.IDOf(t, s.CreateUser(t, "poster", "editor"))
 	body := strings.Repeat("x", 10_000)
@@ -113,7 +110,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 	t.Helper()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		t.Skipf("no /proc to read the process's memory from: %v", err)
+		missingTool(t, "USERS_REQUIRE_PROCFS", fmt.Sprintf("no /proc to read the process's peak memory from (%v): the test needs Linux", err))
 	}
 	for line := range strings.SplitSeq(string(status), "\n") {
 		if value, ok := strings.CutPrefix(line, "VmHWM:"); ok {

@@ -29,9 +29,6 @@ import (
 // A streaming curl (-N) that reaches its --max-time has done what it shows.
 // USERS_README_OUTPUT=FILE keeps what the run printed.
 func TestTheREADMERunsInOrder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the service as the README says")
-	}
 	for _, tool := range []string{"bash", "curl", "setsid"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			missingTool(t, "USERS_REQUIRE_CURL", "the README's examples need "+tool+", which is not installed")
@@ -181,7 +178,7 @@ func freshCopy(t *testing.T) string {
 	}
 	files, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
 	if err != nil {
-		t.Skipf("not a git checkout (%v): the README's run copies the tracked files", err)
+		missingTool(t, "USERS_REQUIRE_GIT", fmt.Sprintf("not a git checkout, or no git (%v): the README's run copies the tracked files", err))
 	}
 	dir := t.TempDir()
 	for name := range strings.SplitSeq(strings.TrimSuffix(string(files), "\x00"), "\x00") {

@@ -15,9 +15,6 @@ import (
 // silent connection it waited for a notice for ever, leaving the watches to the 1 s poll. The
 // replica must notice within its probe's 15 s, say so, and listen again once the network heals.
 func TestASilentListeningConnectionIsReplaced(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for the listener's probe")
-	}
 	dsn := storetest.PostgresSchema(t)
 	proxy := startFaultProxy(t, dsn)
 	cmd, s, logs := startProcess(t, proxy.dsn)
