@@ -13,13 +13,18 @@ import (
 // healthREST answers exactly {"ok":true} while the store answers, and 503 {"ok":false} otherwise.
 func healthREST(health *storeHealth) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-store")
-		if !health.serving(r.Context()) {
-			writeJSONBytes(w, http.StatusServiceUnavailable, []byte(`{"ok":false}`))
-			return
-		}
-		writeJSONBytes(w, http.StatusOK, []byte(`{"ok":true}`))
+		writeHealth(w, health.serving(r.Context()))
 	})
+}
+
+// writeHealth writes /health's answer: {"ok":true}, or 503 {"ok":false}; never cached.
+func writeHealth(w http.ResponseWriter, ok bool) {
+	w.Header().Set("Cache-Control", "no-store")
+	if !ok {
+		writeJSONBytes(w, http.StatusServiceUnavailable, []byte(`{"ok":false}`))
+		return
+	}
+	writeJSONBytes(w, http.StatusOK, []byte(`{"ok":true}`))
 }
 
 // livezREST answers 200 {"ok":true} while the process serves HTTP, whatever its database does: a

@@ -13,10 +13,7 @@ const startingMessage = "the service is starting: its database does not answer y
 func Starting() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /livez", livezREST())
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-store")
-		writeJSONBytes(w, http.StatusServiceUnavailable, []byte(`{"ok":false}`))
-	})
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { writeHealth(w, false) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Retry-After", "1")

@@ -77,21 +77,18 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	if len(cfg.dbRead) > 0 {
 		storeOptions = append(storeOptions, sqlstore.WithReadStandbys(cfg.dbRead, cfg.dbReadMaxLag))
 	}
-	st, err := sqlstore.Open(ctx, cfg.db, storeOptions...)
 	// A database that does not answer yet is waited for, with the server already answering its
 	// probes (starting.go); otherwise the server listens once the service is ready.
 	var early *startedEarly
-	if errors.Is(err, store.ErrUnavailable) {
-		if early, err = startEarly(cfg, keys.Len(), logger); err != nil {
-			return err
-		}
-		st, err = openWhenReady(ctx, cfg.db, storeOptions, cfg.dbWait, logger)
-		if err != nil {
-			early.stop(logger)
-			if ctx.Err() != nil {
-				logger.Info("stopped", "before", "the database answered")
-				return nil
-			}
+	st, err := openWhenReady(ctx, cfg.db, storeOptions, cfg.dbWait, logger, func() (err error) {
+		early, err = startEarly(cfg, keys.Len(), logger)
+		return err
+	})
+	if err != nil && early != nil {
+		early.stop(logger)
+		if ctx.Err() != nil {
+			logger.Info("stopped", "before", "the database answered")
+			return nil
 		}
 	}
 	if err != nil {

@@ -25,8 +25,10 @@ const (
 
 // openWhenReady opens the store, trying again while the database does not answer (the error
 // wraps store.ErrUnavailable: a refused or timed-out connection, not a wrong password or a missing
-// database), for at most wait, logging each failure.
-func openWhenReady(ctx context.Context, dsn string, opts []sqlstore.Option, wait time.Duration, logger *slog.Logger) (*sqlstore.Store, error) {
+// database), for at most wait, logging each failure. Before its first wait it calls waiting, which
+// starts the server early; an error of waiting ends the start.
+func openWhenReady(ctx context.Context, dsn string, opts []sqlstore.Option, wait time.Duration, logger *slog.Logger,
+	waiting func() error) (*sqlstore.Store, error) {
 	start := time.Now()
 	deadline := start.Add(wait)
 	retry := dbRetryFirst
@@ -38,6 +40,11 @@ func openWhenReady(ctx context.Context, dsn string, opts []sqlstore.Option, wait
 		}
 		if !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
 			return nil, err
+		}
+		if attempt == 1 {
+			if err := waiting(); err != nil {
+				return nil, err
+			}
 		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
