@@ -9,6 +9,9 @@ type Caller struct {
 	// ID names the caller in stored records, such as the owner of an idempotency key. It is never
 	// a secret: for an API key, the hex SHA-256 digest of the key.
 	ID string
+	// Name is who the caller is to people: the API key's name or the token's subject. It is what
+	// the change log records as a change's actor, and what logs and traces name.
+	Name string
 }
 
 type callerKey struct{}

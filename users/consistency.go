@@ -82,14 +82,18 @@ func forRead(ctx context.Context) (context.Context, error) {
 	return store.WithFreshness(ctx, f), nil
 }
 
-// forWrite returns ctx for a write: whatever it reads (a precondition) it reads on the primary. A
-// token the request sent is checked, so that a malformed one is refused wherever it is sent, but
-// asks for nothing: a write sees every write before it.
+// forWrite returns ctx for a write: whatever it reads (a precondition) it reads on the primary,
+// and what it changes the change log records as the caller's. A token the request sent is checked,
+// so that a malformed one is refused wherever it is sent, but asks for nothing: a write sees every
+// write before it.
 func forWrite(ctx context.Context) (context.Context, error) {
 	if token := consistencyOf(ctx).Token; token != "" {
 		if _, err := parseConsistencyToken(token); err != nil {
 			return ctx, err
 		}
+	}
+	if caller, ok := CallerOf(ctx); ok {
+		ctx = store.WithActor(ctx, caller.Name)
 	}
 	return store.WithFreshness(ctx, store.Freshness{Primary: true}), nil
 }

@@ -39,9 +39,9 @@ func mapSlice[T, U any](in []T, f func(T) U) []U {
 }
 
 // eventToProto is the message of a change: the user as the change left it, the id alone for a
-// delete.
+// delete, and who made it.
 func eventToProto(e store.UserEvent) *usersv1.UserEvent {
-	m := &usersv1.UserEvent{Sequence: e.Sequence}
+	m := &usersv1.UserEvent{Sequence: e.Sequence, Actor: e.Actor}
 	switch e.Kind {
 	case store.EventCreated:
 		m.Kind, m.User = usersv1.UserEvent_KIND_CREATED, userToProto(e.User)

@@ -42,14 +42,21 @@ func readLog(ctx context.Context, log store.ChangeLog, after int64, limit int) (
 // change is a change of the log as the feed hands it out: shared by every watcher, never modified.
 type change struct {
 	store.UserEvent
-	message *usersv1.UserEvent
+	// message is the change's message; anonymous is the same without its actor, for a watcher
+	// without a credential (the same message when there is no actor).
+	message, anonymous *usersv1.UserEvent
 }
 
-// changesOf makes the changes of events, each with its message.
+// changesOf makes the changes of events, each with its messages.
 func changesOf(events []store.UserEvent) []change {
 	batch := make([]change, len(events))
 	for i, e := range events {
-		batch[i] = change{UserEvent: e, message: eventToProto(e)}
+		m := eventToProto(e)
+		anonymous := m
+		if m.Actor != "" {
+			anonymous = &usersv1.UserEvent{Sequence: m.Sequence, Kind: m.Kind, User: m.User} // the user is shared, never modified
+		}
+		batch[i] = change{UserEvent: e, message: m, anonymous: anonymous}
 	}
 	return batch
 }

@@ -47,6 +47,8 @@ func (c connectStream) Send(batch []*usersv1.UserEvent) error {
 type watch struct {
 	service *Service
 	role    string
+	// showActors says that the watcher sent a credential, and so sees who made each change.
+	showActors bool
 	// last is the newest sequence the watch has handled (sent, or left out by the role filter).
 	last      int64
 	stream    WatchStream
@@ -77,7 +79,8 @@ func (s *Service) Watch(ctx context.Context, req *usersv1.WatchUsersRequest, str
 	if err != nil {
 		return resumeError(after, err)
 	}
-	ws := &watch{service: s, role: req.GetRole(), last: after, stream: stream}
+	_, credentialed := CallerOf(ctx)
+	ws := &watch{service: s, role: req.GetRole(), showActors: credentialed, last: after, stream: stream}
 	if after < 0 {
 		ws.last = first.Latest
 	}
@@ -209,7 +212,11 @@ func (ws *watch) pick(messages []*usersv1.UserEvent, batch []change) []*usersv1.
 		if ws.role != "" && !c.HasRole(ws.role) {
 			continue
 		}
-		messages = append(messages, c.message)
+		if ws.showActors {
+			messages = append(messages, c.message)
+		} else {
+			messages = append(messages, c.anonymous)
+		}
 	}
 	return messages
 }

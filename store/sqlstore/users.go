@@ -2,6 +2,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -93,8 +94,8 @@ func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Co
 	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.now())
 		row := tx.QueryRowContext(ctx,
-			`INSERT INTO users (name, name_key, role, created_at, updated_at, version) VALUES ($1, $2, $3, $4, $4, 1) RETURNING `+userColumns,
-			nu.Name, store.NameKey(nu.Name), nu.Role, now)
+			`INSERT INTO users (name, name_key, role, created_at, updated_at, version, changed_by) VALUES ($1, $2, $3, $4, $4, 1, $5) RETURNING `+userColumns,
+			nu.Name, store.NameKey(nu.Name), nu.Role, now, store.ActorOf(ctx))
 		var err error
 		if u, err = scanUser(row); err != nil {
 			return fmt.Errorf("insert user: %w", err)
@@ -117,12 +118,12 @@ func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChan
 		key := store.NameKey(*changes.Name)
 		nameKey = &key
 	}
-	condition, conditionArgs := versionCondition(ifVersion, 6)
+	condition, conditionArgs := versionCondition(ifVersion, 7)
 	row := s.writer.QueryRowContext(ctx,
 		`UPDATE users SET name = COALESCE($1, name), name_key = COALESCE($2, name_key), role = COALESCE($3, role),
-		 updated_at = $4, version = version + 1
+		 updated_at = $4, version = version + 1, changed_by = $6
 		 WHERE id = $5`+condition+` RETURNING `+userColumns,
-		append([]any{changes.Name, nameKey, changes.Role, micros(s.now()), id}, conditionArgs...)...)
+		append([]any{changes.Name, nameKey, changes.Role, micros(s.now()), id, store.ActorOf(ctx)}, conditionArgs...)...)
 	u, err := scanUser(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.User{}, s.whyNotWritten(ctx, id, ifVersion)
@@ -134,26 +135,38 @@ func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChan
 }
 
 // DeleteUser deletes the user; the schema's ON DELETE CASCADE deletes the user's posts with it.
+// The user's row is first marked with who deletes it, in the same transaction, for the change
+// log's trigger to record; the mark leaves the version alone, so it is no change of its own.
 func (s *Store) DeleteUser(ctx context.Context, id int32, ifVersion store.IfVersion) (err error) {
 	if err := s.refuseWrite(); err != nil {
 		return err
 	}
 	defer s.announceChange(&err)
 	defer s.classifyWrite(ctx, &err)
-	condition, conditionArgs := versionCondition(ifVersion, 2)
-	res, err := s.writer.ExecContext(ctx, `DELETE FROM users WHERE id = $1`+condition, append([]any{id}, conditionArgs...)...)
-	if err != nil {
-		return fmt.Errorf("delete user %d: %w", id, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("delete user %d: %w", id, err)
-	}
-	if n == 0 {
+	condition, conditionArgs := versionCondition(ifVersion, 3)
+	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE users SET changed_by = $2 WHERE id = $1`+condition,
+			append([]any{id, store.ActorOf(ctx)}, conditionArgs...)...)
+		if err != nil {
+			return fmt.Errorf("delete user %d: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return cmp.Or(err, errNotWritten)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM users WHERE id = $1`, id); err != nil {
+			return fmt.Errorf("delete user %d: %w", id, err)
+		}
+		return nil
+	})
+	if errors.Is(err, errNotWritten) {
 		return s.whyNotWritten(ctx, id, ifVersion)
 	}
-	return nil
+	return err
 }
+
+// errNotWritten is a write's finding, inside its transaction, that its row is missing or its
+// precondition failed; whyNotWritten says which, after the transaction.
+var errNotWritten = errors.New("no row written")
 
 // announceChange wakes the readers of the change log after a write of a user has committed; it
 // runs after classifyWrite, so a write into a lost SQLite file wakes no one.

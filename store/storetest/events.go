@@ -277,3 +277,36 @@ func testEventNotices(t *testing.T, s store.Store) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// testEachChangeRecordsItsActor: every change carries the actor of its write (store.WithActor), a
+// delete its deleter's rather than the last writer's, a write without one none, and a write that
+// fails leaves neither a change nor its actor behind.
+func testEachChangeRecordsItsActor(t *testing.T, s store.Store) {
+	as := func(actor string) context.Context { return store.WithActor(context.Background(), actor) }
+	ada, err := s.CreateUser(as("importer"), store.NewUser{Name: "Ada"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := "editor"
+	updated, err := s.UpdateUser(as("editor@example.com"), ada.ID, store.UserChanges{Role: &role}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteUser(as("mallory"), ada.ID, store.IfVersion{ada.Version}); !errors.Is(err, store.ErrVersionMismatch) {
+		t.Fatalf("a delete with a stale version: %v", err)
+	}
+	name := "Ada L."
+	if _, err := s.UpdateUser(context.Background(), ada.ID, store.UserChanges{Name: &name}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteUser(as("remover"), ada.ID, store.IfVersion{updated.Version + 1}); err != nil {
+		t.Fatal(err)
+	}
+	var actors []string
+	for _, e := range readEvents(t, s, 0, 10) {
+		actors = append(actors, e.Kind.String()+" by "+e.Actor)
+	}
+	if want := []string{"created by importer", "updated by editor@example.com", "updated by ", "deleted by remover"}; !slices.Equal(actors, want) {
+		t.Fatalf("the log's changes: %q, want %q", actors, want)
+	}
+}

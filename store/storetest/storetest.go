@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T, now func() time.Time) store.Store
 		{"answers expire after a day and are swept in batches", testRequestExpiry},
 
 		{"every write of a user is one change in the log, in order, and nothing else is", ignoreClock(testEveryWriteIsOneEvent)},
+		{"each change records the actor of its write", ignoreClock(testEachChangeRecordsItsActor)},
 		{"the log resumes after any sequence read and refuses one ahead of it", ignoreClock(testEventResume)},
 		{"changes older than a day are swept in batches and a resume from before them is refused", testEventSweep},
 		{"a reader following the log under concurrent writers misses nothing", ignoreClock(testEventOrderUnderConcurrentWrites)},

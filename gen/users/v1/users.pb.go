@@ -1219,7 +1219,12 @@ type UserEvent struct {
 	Kind     UserEvent_Kind `protobuf:"varint,2,opt,name=kind,proto3,enum=users.v1.UserEvent_Kind" json:"kind,omitempty"`
 	// The user as the change left it: unset on a heartbeat, the id alone on a delete and on every
 	// change of a user who has since been deleted (the change log forgets a deleted user's name).
-	User          *User `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	User *User `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	// Who made the change: the name of the API key, or the subject (sub) of the bearer token, that
+	// the write was made with. Only a watcher that sent a valid credential sees it; it is empty for
+	// one without (an anonymous public read), on a heartbeat, and for a change logged before actors
+	// were recorded.
+	Actor         string `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1273,6 +1278,13 @@ func (x *UserEvent) GetUser() *User {
 		return x.User
 	}
 	return nil
+}
+
+func (x *UserEvent) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
 }
 
 var File_users_v1_users_proto protoreflect.FileDescriptor
@@ -1357,11 +1369,12 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\x11WatchUsersRequest\x12*\n" +
 	"\x0eafter_sequence\x18\x01 \x01(\x03H\x00R\rafterSequence\x88\x01\x01\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04roleB\x11\n" +
-	"\x0f_after_sequence\"\xe1\x01\n" +
+	"\x0f_after_sequence\"\xf7\x01\n" +
 	"\tUserEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12,\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x18.users.v1.UserEvent.KindR\x04kind\x12\"\n" +
-	"\x04user\x18\x03 \x01(\v2\x0e.users.v1.UserR\x04user\"f\n" +
+	"\x04user\x18\x03 \x01(\v2\x0e.users.v1.UserR\x04user\x12\x14\n" +
+	"\x05actor\x18\x04 \x01(\tR\x05actor\"f\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fKIND_CREATED\x10\x01\x12\x10\n" +
