@@ -19,8 +19,9 @@ import (
 //	 "proto":"HTTP/1.1","status":200,"bytes":123,"duration_ms":0.042}
 //
 // (level DEBUG for a probe) with time, when the answer ended, as slog writes it; "client_request_id" after request_id when
-// the client sent an X-Request-Id that is not the request's id; and "trace_id" and "span_id" after
-// those when the request is a span of a trace.
+// the client sent an X-Request-Id that is not the request's id; "trace_id" and "span_id" after
+// those when the request is a span of a trace; and "caller" after the method, the name of the key
+// or the token's subject, when a credential was checked.
 func appendAccessLine(b []byte, level string, info *requestInfo, span trace.SpanContext, start, end time.Time, r *http.Request, rec *statusRecorder) []byte {
 	if info == nil {
 		info = &requestInfo{}
@@ -45,6 +46,10 @@ func appendAccessLine(b []byte, level string, info *requestInfo, span trace.Span
 	}
 	b = append(b, `,"method":`...)
 	b = appendLogString(b, r.Method)
+	if info.caller != "" {
+		b = append(b, `,"caller":`...)
+		b = appendLogString(b, info.caller)
+	}
 	b = append(b, `,"path":`...)
 	b = appendLogString(b, r.URL.Path)
 	b = append(b, `,"proto":`...)

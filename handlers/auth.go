@@ -1,95 +1,173 @@
-// API keys: the one check that guards /private and every write, on REST and RPC alike.
+// Who may do what: the one check in front of every route that reads or changes users, on REST and
+// RPC alike. A route needs a scope (users.read or users.write) or none (the service's own routes);
+// a read may go without a credential while reads are public.
 package handlers
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
 	"usersd/users"
 )
 
-// APIKeyHeader carries the caller's key (gRPC metadata of the same name).
-const APIKeyHeader = "x-api-key"
-
-// APIKeys is a set of valid keys. Several keys may be valid at once, so that a key can be rotated
-// without downtime.
-type APIKeys struct {
-	digests []keyDigest
+// authorizer checks the credentials of the requests of the routes that need a scope.
+type authorizer struct {
+	keys *APIKeys
+	// privateReads makes reads need a credential too (-public-reads=false).
+	privateReads bool
+	errs         *errorWriter
+	metrics      *metrics // counts refused requests; nil counts nothing
+	// limiter limits each caller's requests; nil limits nothing.
+	limiter *rateLimiter
+	// bearer verifies bearer tokens; nil refuses them.
+	bearer *bearerVerifier
 }
 
-// keyDigest is the SHA-256 digest of a key. Only digests are kept and compared: digests all have
-// one length, so comparing them in constant time tells nothing about how long a key is or how much
-// of it matched. The zero-length func array makes the type incomparable, so == (which may stop at
-// the first differing byte) does not compile, and constantTimeEqual is its only comparison.
-type keyDigest struct {
-	_   [0]func()
-	sum [sha256.Size]byte
-}
-
-func digestOf(key string) keyDigest { return keyDigest{sum: sha256.Sum256([]byte(key))} }
-
-// constantTimeEqual returns 1 if d and o are digests of the same key and 0 otherwise, in time that
-// does not depend on their content. It returns an int, as crypto/subtle does, so that a caller can
-// fold the answers for every key with | instead of stopping at a match.
-func (d *keyDigest) constantTimeEqual(o *keyDigest) int {
-	return subtle.ConstantTimeCompare(d.sum[:], o.sum[:])
-}
-
-// String is the hex digest, which names a caller in stored records without storing the key.
-func (d *keyDigest) String() string { return hex.EncodeToString(d.sum[:]) }
-
-// NewAPIKeys returns the set of the given keys; empty strings are ignored.
-func NewAPIKeys(keys ...string) *APIKeys {
-	k := &APIKeys{}
-	for _, key := range keys {
-		if key != "" {
-			k.digests = append(k.digests, digestOf(key))
-		}
-	}
-	return k
-}
-
-// Len reports how many keys are valid.
-func (k *APIKeys) Len() int { return len(k.digests) }
-
-// caller reports whether key is one of the set, comparing it against every key in constant time,
-// and returns the caller's identity: the hex SHA-256 digest of the key, which names the caller in
-// stored records without storing the key itself.
-func (k *APIKeys) caller(key string) (string, bool) {
-	if key == "" {
-		return "", false
-	}
-	digest := digestOf(key)
-	match := 0
-	for i := range k.digests { // every key, even after a match, so that the time taken does not tell which one matched
-		match |= digest.constantTimeEqual(&k.digests[i])
-	}
-	return digest.String(), match == 1
-}
+// refusal reasons, as usersd_refused_requests_total labels them.
+const (
+	refusedNoCredential  = "no_credential"
+	refusedBadCredential = "bad_credential"
+	refusedScope         = "scope"
+	refusedRate          = "rate"
+)
 
 var errUnauthenticated = connect.NewError(connect.CodeUnauthenticated,
 	errors.New("a valid API key is required in the x-api-key header"))
 
-// requireAPIKey lets a request through only with a valid key. It runs before the handler reads
-// anything, so a write without a key is refused whatever its body.
-func requireAPIKey(keys *APIKeys, errs *errorWriter, metrics *metrics, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get(APIKeyHeader)
-		caller, ok := keys.caller(key)
+// identity is who a valid credential says the caller is, and what it may do.
+type identity struct {
+	caller users.Caller
+	scopes Scopes
+	// bucket is the caller's rate limit bucket: a key's name (every key of one name shares it), or
+	// a token's subject.
+	bucket string
+	// bearer says that the credential was a bearer token: its refusals carry WWW-Authenticate.
+	bearer bool
+}
+
+// identify checks the credential r carries: an API key in x-api-key, or a bearer token in
+// Authorization. presented is false when there is none; err says why one is refused.
+func (a *authorizer) identify(r *http.Request) (id identity, presented bool, err error) {
+	secret, authorization := r.Header.Get(APIKeyHeader), r.Header.Get("Authorization")
+	switch {
+	case secret != "" && authorization != "":
+		return identity{}, true, errTwoCredentials
+	case secret != "":
+		key, digest, ok := a.keys.find(secret)
 		if !ok {
-			reason := "invalid"
-			if key == "" {
-				reason = "missing"
-			}
-			metrics.refusedKey("api_key", reason)
-			errs.write(w, r, errUnauthenticated)
+			return identity{}, true, errUnauthenticated
+		}
+		return identity{caller: users.Caller{ID: digest, Name: key.Name}, scopes: key.Scopes, bucket: "key " + key.Name}, true, nil
+	case authorization == "":
+		return identity{}, false, nil
+	}
+	scheme, token, _ := strings.Cut(authorization, " ")
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return identity{bearer: true}, true, errNotBearer
+	}
+	if a.bearer == nil {
+		return identity{bearer: true}, true, errNoIssuer
+	}
+	t, err := a.bearer.verify(r.Context(), strings.TrimSpace(token), time.Now())
+	if errors.Is(err, errKeysNotLoaded) {
+		return identity{bearer: true}, true, err
+	}
+	if err != nil {
+		return identity{bearer: true}, true, connect.NewError(connect.CodeUnauthenticated, err)
+	}
+	return identity{caller: users.Caller{ID: "sub:" + t.subject, Name: t.subject}, scopes: t.scopes,
+		bucket: "sub " + t.subject, bearer: true}, true, nil
+}
+
+var (
+	errTwoCredentials = connect.NewError(connect.CodeUnauthenticated,
+		errors.New("send one credential, an API key (x-api-key) or a bearer token (Authorization), not both"))
+	errNotBearer = connect.NewError(connect.CodeUnauthenticated,
+		errors.New("the Authorization header takes a bearer token: Authorization: Bearer <token>"))
+	errNoIssuer = connect.NewError(connect.CodeUnauthenticated,
+		errors.New("this service takes no bearer tokens (no -jwt-issuer): send an API key in x-api-key"))
+	errTokenInURL = connect.NewError(connect.CodeUnauthenticated,
+		errors.New("a token in the URL is refused (URLs end up in logs and histories): send it in the Authorization header"))
+)
+
+// require lets a request through to next only with a credential that holds need or, when
+// anonymous (a public route's read) and reads are public, with any credential or none: a public
+// read is served to anyone, as before scopes, and a credential that is valid and holds the scope
+// only names its caller. Before any of that, the request takes a token from its caller's bucket
+// (see rateLimiter): the caller of a request without a valid credential is its client address, so
+// that guessing keys is limited too. The check runs before the handler reads anything, so a
+// refused request costs no work and is refused whatever its body.
+func (a *authorizer) require(need Scopes, anonymous bool, next http.Handler) http.Handler {
+	publicRead := anonymous && !a.privateReads
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.RawQuery, "access_token") && r.URL.Query().Has("access_token") {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_request"`)
+			a.refuse(w, r, refusedBadCredential, "", errTokenInURL)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(users.WithCaller(r.Context(), users.Caller{ID: caller})))
+		id, presented, err := a.identify(r)
+		valid := presented && err == nil
+		if a.limiter != nil {
+			bucket := anonymousCaller(r)
+			if valid {
+				bucket = id.bucket
+			}
+			decision := a.limiter.take(bucket, time.Now())
+			a.limiter.setHeaders(w.Header(), decision)
+			if !decision.allowed {
+				a.refuse(w, r, refusedRate, "", newHTTPError(http.StatusTooManyRequests, connect.CodeResourceExhausted,
+					"too many requests: each caller may make %g a second, in bursts of %d; retry in %d s",
+					float64(a.limiter.limit), a.limiter.burst, ceilSeconds(decision.retry)))
+				return
+			}
+		}
+		switch {
+		case valid && id.scopes.Has(need):
+		case publicRead:
+			next.ServeHTTP(w, r) // served as to anyone
+			return
+		case !presented:
+			a.refuse(w, r, refusedNoCredential, "missing", errUnauthenticated)
+			return
+		case errors.Is(err, errKeysNotLoaded):
+			a.refuse(w, r, refusedBadCredential, "", connect.NewError(connect.CodeUnavailable, err))
+			return
+		case err != nil:
+			keyReason := "invalid"
+			if id.bearer {
+				keyReason = ""
+				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			}
+			a.refuse(w, r, refusedBadCredential, keyReason, err)
+			return
+		default:
+			what := "API key named " + id.caller.Name
+			if id.bearer {
+				what = "bearer token of " + id.caller.Name
+				w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="`+need.String()+`"`)
+			}
+			a.refuse(w, r, refusedScope, "", connect.NewError(connect.CodePermissionDenied,
+				fmt.Errorf("the %s does not hold the %s scope that this needs", what, need)))
+			return
+		}
+		if info := infoOf(r.Context()); info != nil {
+			info.caller = id.caller.Name
+		}
+		next.ServeHTTP(w, r.WithContext(users.WithCaller(r.Context(), id.caller)))
 	})
+}
+
+// refuse answers err and counts the refusal by reason; keyReason, if any, is also counted as the
+// API key's (usersd_refused_keys_total, which predates scopes).
+func (a *authorizer) refuse(w http.ResponseWriter, r *http.Request, reason, keyReason string, err error) {
+	a.metrics.refusedRequest(reason)
+	if keyReason != "" {
+		a.metrics.refusedKey("api_key", keyReason)
+	}
+	a.errs.write(w, r, err)
 }

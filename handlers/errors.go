@@ -139,7 +139,9 @@ func (ew *errorWriter) write(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	switch ce.Code() {
 	case connect.CodeUnauthenticated:
-		w.Header().Set("WWW-Authenticate", `ApiKey header="x-api-key"`)
+		if w.Header().Get("WWW-Authenticate") == "" { // a bearer token's refusal has its own
+			w.Header().Set("WWW-Authenticate", `ApiKey header="x-api-key"`)
+		}
 	case connect.CodeUnavailable: // the store or the answer budget: both pass in seconds
 		w.Header().Set("Retry-After", "1")
 	}

@@ -6,10 +6,13 @@
 package handlers
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"path"
@@ -30,9 +33,23 @@ const DefaultMaxBodyBytes = 1 << 20
 
 // Config is what the service's handler depends on.
 type Config struct {
-	Store  store.Store
-	Keys   *APIKeys // keys that may write; at least one
-	Logger *slog.Logger
+	Store store.Store
+	Keys  *APIKeys // valid API keys, with their scopes; at least one
+	// PrivateReads makes every read of users need a credential that holds users.read; by default
+	// reads are public (-public-reads).
+	PrivateReads bool
+	// RateLimit is the requests a second each caller may make to the routes of users; 0 means no
+	// limit. RateBurst is the most it may make at once; 0 means twice RateLimit (at least 1).
+	// RateCallers bounds the callers tracked at once; 0 means DefaultRateCallers.
+	RateLimit   float64
+	RateBurst   int
+	RateCallers int
+	// Bearer, when set, accepts bearer tokens from an OpenID Connect issuer besides API keys.
+	Bearer *BearerConfig
+	// Background ends the service's own background work (fetching the token issuer's keys); nil
+	// means it lasts as long as the process.
+	Background context.Context
+	Logger     *slog.Logger
 	// AccessLog takes the JSON line logged for every request; nil means no access log. The lines of
 	// probes (/health, /livez, /readyz, gRPC health) are DEBUG, written only with LogProbes.
 	AccessLog io.Writer
@@ -136,6 +153,21 @@ func New(cfg Config) (*Service, error) {
 	}
 	health := &storeHealth{store: cfg.Store}
 	routes := newRouteTable(cfg.Keys, cfg.Logger, metrics, cfg.WatchHeartbeat)
+	routes.auth.privateReads = cfg.PrivateReads
+	burst := cfg.RateBurst
+	if burst == 0 {
+		burst = max(1, int(math.Ceil(2*cfg.RateLimit)))
+	}
+	if cfg.Bearer != nil {
+		background := cfg.Background
+		if background == nil {
+			background = context.Background()
+		}
+		if routes.auth.bearer, err = newBearerVerifier(background, *cfg.Bearer, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("bearer tokens: %w", err)
+		}
+	}
+	routes.auth.limiter = newRateLimiter(cfg.RateLimit, burst, cmp.Or(cfg.RateCallers, DefaultRateCallers))
 	routes.watchSlots = newWatchSlots(cfg.WatchersPerAddress, cfg.WatchersPerConnection)
 	if err := addRoutes(routes, deps{Config: cfg, users: service, errs: routes.errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)

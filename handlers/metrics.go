@@ -53,6 +53,8 @@ type metrics struct {
 	inFlight    prometheus.Gauge
 	replays     prometheus.Counter
 	refusedKeys *prometheus.CounterVec
+	// Requests refused before their route ran, by reason (never by caller: callers are unbounded).
+	refusedRequests *prometheus.CounterVec
 	// Watches of the change log (users.Service.Watch).
 	watchers   prometheus.Gauge
 	eventsSent prometheus.Counter
@@ -161,6 +163,10 @@ func newMetrics(registerer prometheus.Registerer) (*metrics, error) {
 			Name: "usersd_refused_keys_total",
 			Help: "Requests refused for their key: key is api_key (reason missing or invalid) or idempotency_key (reason in_progress or reused).",
 		}, []string{"key", "reason"}),
+		refusedRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usersd_refused_requests_total",
+			Help: "Requests refused before their route ran, by reason: no_credential, bad_credential, scope (the credential lacks the scope the route needs) or rate (the caller is over its rate limit).",
+		}, []string{"reason"}),
 		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "usersd_watchers",
 			Help: "Watches of users open now (WatchUsers on every protocol, and GET /users/events).",
@@ -174,7 +180,7 @@ func newMetrics(registerer prometheus.Registerer) (*metrics, error) {
 			Help: "Watches refused or ended by the server, by reason: too_many (the watcher limit), too_slow (the watcher fell too far behind), stopping (the server stops).",
 		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.durations, m.inFlight, m.replays, m.refusedKeys, m.watchers, m.eventsSent, m.watchesCut} {
+	for _, c := range []prometheus.Collector{m.requests, m.durations, m.inFlight, m.replays, m.refusedKeys, m.refusedRequests, m.watchers, m.eventsSent, m.watchesCut} {
 		if err := registerer.Register(c); err != nil {
 			return nil, err
 		}
@@ -254,6 +260,13 @@ func (m *metrics) EventsSent(n int) {
 func (m *metrics) WatchCut(reason string) {
 	if m != nil {
 		m.watchesCut.WithLabelValues(reason).Inc()
+	}
+}
+
+// refusedRequest counts a request refused before its route ran (see authorizer).
+func (m *metrics) refusedRequest(reason string) {
+	if m != nil {
+		m.refusedRequests.WithLabelValues(reason).Inc()
 	}
 }
 

@@ -108,6 +108,9 @@ func withObservation(o observer, next http.Handler) http.Handler {
 			o.metrics.requestEnded(route, ended, end.Sub(start))
 			var spanContext trace.SpanContext
 			if span != nil {
+				if info != nil && info.caller != "" {
+					span.SetAttributes(semconv.EnduserID(info.caller)) // a key's name or a token's subject, never a secret
+				}
 				endSpan(span, end, route.label, matched, ended, rec.status)
 				spanContext = span.SpanContext()
 			}

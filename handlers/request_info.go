@@ -29,6 +29,9 @@ type requestInfo struct {
 	// holds of it until the request ends (see holdAnswer).
 	budget     *answerBudget
 	answerHeld int64
+	// caller names who made the request (a key's name), set by the credential check; empty for an
+	// anonymous one.
+	caller string
 }
 
 // infoOf returns the request's info, or nil outside a request.

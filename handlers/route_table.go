@@ -1,4 +1,5 @@
-// The route table: a route is added as public or as protected, never without that choice; an RPC
+// The route table: a route is added as public or as protected, never without that choice, and with
+// the scope a caller needs (users.read, users.write, or none for the service's own routes); an RPC
 // service is mounted through it, so that it alone knows which paths are RPCs; and a route that
 // streams says so as it is added, so that it alone decides which requests shed their deadline. It
 // keeps the list of what was added, so that tests can drive every route instead of reading the
@@ -20,8 +21,8 @@ import (
 type access int
 
 const (
-	accessPublic    access = iota + 1 // anyone
-	accessProtected                   // only a request with a valid API key
+	accessPublic    access = iota + 1 // anyone; a read of users, anyone while reads are public
+	accessProtected                   // only a request with a valid credential that holds the route's scope
 )
 
 func (a access) String() string {
@@ -39,6 +40,9 @@ type route struct {
 	pattern string
 	access  access
 	why     string // why a public route that may write needs no key; "" for the others
+	// scope is what a caller needs: users.read to read users, users.write to change them; none for
+	// the service's own routes (health, the OpenAPI document, the page), which answer anyone.
+	scope Scopes
 	// stream says that the route's answer lasts as long as its client watches: it sheds the request
 	// deadline, and keeps its connection's deadlines itself (see streamWriter).
 	stream bool
@@ -49,14 +53,13 @@ type route struct {
 // miss is a 404 or a 405 and what Allow holds. (Asking one mux for the handler first and then
 // letting it serve matched every request twice.)
 //
-// Routes are added only by public, protected, watch and rpc. protected wraps the handler in the key
-// check itself, so there is no separate wrapper to forget, and public refuses a route that may write
-// unless it is given a reason.
+// Routes are added only by public, read, watch, protected and rpc. Each wraps the handler in the
+// credential check itself, so there is no separate wrapper to forget, and public refuses a route
+// that may write unless it is given a reason.
 type routeTable struct {
 	serving, known *http.ServeMux
-	keys           *APIKeys
+	auth           *authorizer
 	errs           *errorWriter
-	metrics        *metrics // counts refused API keys
 	// watchHeartbeat is the longest a stream stays silent, which its write deadline allows for.
 	watchHeartbeat time.Duration
 	// watchSlots shares the watches out among clients; nil caps nothing.
@@ -68,24 +71,29 @@ type routeTable struct {
 }
 
 func newRouteTable(keys *APIKeys, logger *slog.Logger, metrics *metrics, watchHeartbeat time.Duration) *routeTable {
-	t := &routeTable{serving: http.NewServeMux(), known: http.NewServeMux(), keys: keys, metrics: metrics,
-		watchHeartbeat: watchHeartbeat}
+	t := &routeTable{serving: http.NewServeMux(), known: http.NewServeMux(), watchHeartbeat: watchHeartbeat}
 	t.errs = &errorWriter{logger: logger, rpc: connect.NewErrorWriter(), routes: t}
+	t.auth = &authorizer{keys: keys, errs: t.errs, metrics: metrics}
 	// The catch-all is not a route of the table: it only answers what no route serves, with an error.
 	t.serving.Handle("/", answerMiss(t.known, t.errs))
 	return t
 }
 
-// public adds a route that answers anyone. A pattern that may write (see mayWrite) needs why it is
-// safe without a key; without one the route is refused and New fails, so a write cannot become
-// public by an oversight.
+// public adds one of the service's own routes, which answers anyone whatever the settings. A
+// pattern that may write (see mayWrite) needs why it is safe without a key; without one the route
+// is refused and New fails, so a write cannot become public by an oversight.
 func (t *routeTable) public(pattern string, h http.Handler, why string) {
 	t.addPublic(route{pattern: pattern, access: accessPublic, why: why}, h)
 }
 
-// watch adds a public route whose answer is a stream that lasts as long as its client watches.
+// read adds a route that reads users: it needs users.read, or nothing while reads are public.
+func (t *routeTable) read(pattern string, h http.Handler) {
+	t.addPublic(route{pattern: pattern, access: accessPublic, scope: ScopeRead}, h)
+}
+
+// watch adds a read whose answer is a stream that lasts as long as its client watches.
 func (t *routeTable) watch(pattern string, h http.Handler) {
-	t.addPublic(route{pattern: pattern, access: accessPublic, stream: true}, h)
+	t.addPublic(route{pattern: pattern, access: accessPublic, scope: ScopeRead, stream: true}, h)
 }
 
 func (t *routeTable) addPublic(r route, h http.Handler) {
@@ -97,18 +105,22 @@ func (t *routeTable) addPublic(r route, h http.Handler) {
 	t.add(r, h)
 }
 
-// protected adds a route that only a request with a valid API key reaches. The key is checked
-// before h reads anything, so a request without one is refused whatever its body.
-func (t *routeTable) protected(pattern string, h http.Handler) {
-	t.add(route{pattern: pattern, access: accessProtected}, requireAPIKey(t.keys, t.errs, t.metrics, h))
+// protected adds a route that only a request with a valid credential holding scope reaches,
+// whether reads are public or not. The credential is checked before h reads anything, so a request
+// without one is refused whatever its body.
+func (t *routeTable) protected(pattern string, scope Scopes, h http.Handler) {
+	t.add(route{pattern: pattern, access: accessProtected, scope: scope}, h)
 }
 
 // rpcMethod is a method of an RPC service. reads says why the method changes nothing; it is empty
-// for a method that may change data, which then needs a key. stream says that the method streams
-// its answer for as long as its client watches.
+// for a method that may change data, which then needs a key and users.write. scope is what a
+// method that reads needs: users.read for a read of users, none for the service's own methods
+// (health, reflection). stream says that the method streams its answer for as long as its client
+// watches.
 type rpcMethod struct {
 	name   string
 	reads  string
+	scope  Scopes
 	stream bool
 }
 
@@ -119,19 +131,19 @@ type rpcMethod struct {
 func (t *routeTable) rpc(path string, h http.Handler, methods []rpcMethod) {
 	t.rpcPaths = append(t.rpcPaths, path) // first: add asks which routes are RPCs
 	for _, m := range methods {
-		r := route{pattern: path + m.name, access: accessPublic, why: m.reads, stream: m.stream}
+		r := route{pattern: path + m.name, access: accessPublic, why: m.reads, scope: m.scope, stream: m.stream}
 		if m.reads == "" {
-			r.access = accessProtected
-			t.add(r, requireAPIKey(t.keys, t.errs, t.metrics, h))
+			r.access, r.scope = accessProtected, ScopeWrite
+			t.add(r, h)
 			continue
 		}
 		t.addPublic(r, h)
 	}
 }
 
-// add serves h at the route's pattern, as a stream if the route is one. It records the route in
-// each request it serves (see requestInfo): its pattern without the method is the route label of
-// the request's metrics and span.
+// add serves h at the route's pattern, behind the check of the route's scope, as a stream if the
+// route is one. It records the route in each request it serves (see requestInfo): its pattern
+// without the method is the route label of the request's metrics and span.
 func (t *routeTable) add(r route, h http.Handler) {
 	label := r.pattern
 	if i := strings.IndexAny(label, " \t"); i >= 0 {
@@ -143,6 +155,10 @@ func (t *routeTable) add(r route, h http.Handler) {
 		if t.watchSlots != nil {
 			h = limitWatches(t.watchSlots, t.errs, h)
 		}
+	}
+	if r.scope != 0 {
+		// Outside the stream's wrappers: a refused watch takes no watch slot.
+		h = t.auth.require(r.scope, r.access == accessPublic, h)
 	}
 	served := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if info := infoOf(req.Context()); info != nil {

@@ -35,7 +35,8 @@ func addRoutes(routes *routeTable, d deps) error {
 	}
 
 	// RPC: gRPC, gRPC-Web and Connect on one handler. Every method that is not marked
-	// NO_SIDE_EFFECTS in the proto changes data and needs a key, so a new RPC is protected by default;
+	// NO_SIDE_EFFECTS in the proto changes data and needs users.write, so a new RPC is protected by
+	// default; the others read users and need users.read (or nothing while reads are public);
 	// every method that streams its answer is a stream route, so a new one has no request deadline.
 	// The users service's answers, the only ones that grow large, are held against the answer budget.
 	usersOptions := append(slices.Clip(rpcOptions), connect.WithInterceptors(spendAnswerBudget{}))
@@ -54,16 +55,16 @@ func addRoutes(routes *routeTable, d deps) error {
 		routes.rpc(reflectionPath, reflection, []rpcMethod{{name: "ServerReflectionInfo", reads: "it only describes the services"}})
 	}
 
-	// REST: reads are public, writes need a key.
-	routes.public("GET /users", listUsersREST(service, errs), "")
-	routes.protected("POST /users", createUserREST(service, errs))
+	// REST: reads need users.read (or nothing while reads are public), writes users.write.
+	routes.read("GET /users", listUsersREST(service, errs))
+	routes.protected("POST /users", ScopeWrite, createUserREST(service, errs))
 	routes.watch("GET /users/events", watchUsersREST(service, errs))
-	routes.public("GET /users/{id}", getUserREST(service, errs), "")
-	routes.protected("PUT /users/{id}", replaceUserREST(service, errs))
-	routes.protected("PATCH /users/{id}", updateUserREST(service, errs))
-	routes.protected("DELETE /users/{id}", deleteUserREST(service, errs))
-	routes.public("GET /users/{id}/posts", listPostsREST(service, errs), "")
-	routes.protected("POST /users/{id}/posts", createPostREST(service, errs))
+	routes.read("GET /users/{id}", getUserREST(service, errs))
+	routes.protected("PUT /users/{id}", ScopeWrite, replaceUserREST(service, errs))
+	routes.protected("PATCH /users/{id}", ScopeWrite, updateUserREST(service, errs))
+	routes.protected("DELETE /users/{id}", ScopeWrite, deleteUserREST(service, errs))
+	routes.read("GET /users/{id}/posts", listPostsREST(service, errs))
+	routes.protected("POST /users/{id}/posts", ScopeWrite, createPostREST(service, errs))
 
 	// The service's own routes.
 	routes.public("GET /health", healthREST(d.health), "")
@@ -71,7 +72,7 @@ func addRoutes(routes *routeTable, d deps) error {
 	routes.public("GET /readyz", readyzREST(d.health), "")
 	routes.public("GET /info", infoREST(errs), "")
 	routes.public("POST /echo", echoREST(errs), "it only answers with the JSON it was sent")
-	routes.protected("GET /private", privateREST(errs))
+	routes.protected("GET /private", ScopeRead, privateREST(errs))
 	routes.public("GET /boom", boomREST(), "")
 
 	// The REST contract (/openapi.json) and the static files of the page at the root, each file
@@ -86,7 +87,8 @@ func addRoutes(routes *routeTable, d deps) error {
 
 // rpcMethods lists the service's methods, as its descriptor declares them. Every method that is not
 // marked NO_SIDE_EFFECTS may change data, so a new method needs a key unless the proto says it only
-// reads; a method that streams its answer (and reads no stream) is a stream route.
+// reads, and then users.read; a method that streams its answer (and reads no stream) is a stream
+// route.
 func rpcMethods(service protoreflect.ServiceDescriptor) []rpcMethod {
 	var out []rpcMethod
 	methods := service.Methods()
@@ -95,7 +97,7 @@ func rpcMethods(service protoreflect.ServiceDescriptor) []rpcMethod {
 		options, _ := m.Options().(*descriptorpb.MethodOptions)
 		method := rpcMethod{name: string(m.Name()), stream: m.IsStreamingServer() && !m.IsStreamingClient()}
 		if options.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS {
-			method.reads = "the proto marks it NO_SIDE_EFFECTS"
+			method.reads, method.scope = "the proto marks it NO_SIDE_EFFECTS", ScopeRead
 		}
 		out = append(out, method)
 	}

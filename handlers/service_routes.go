@@ -94,7 +94,7 @@ func echoREST(errs *errorWriter) http.Handler {
 	})
 }
 
-// privateREST is reached only with a valid key (see routes.go).
+// privateREST is reached only with a valid credential that holds users.read (see routes.go).
 func privateREST(errs *errorWriter) http.Handler {
 	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
 		return writeJSON(w, http.StatusOK, map[string]int{"secretData": 42})

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -31,8 +32,15 @@ type config struct {
 	dbRead       []string
 	dbReadMaxLag time.Duration
 	// dbWait is how long start-up waits for a database that does not answer (starting.go).
-	dbWait       time.Duration
-	apiKeysFile  string
+	dbWait      time.Duration
+	apiKeysFile string
+	// publicReads lets callers without a credential read users (handlers.Config.PrivateReads).
+	publicReads bool
+	// jwtIssuer and jwtAudience accept bearer tokens of an OpenID Connect issuer (handlers.BearerConfig).
+	jwtIssuer, jwtAudience string
+	// rateLimit and rateBurst limit each caller's requests (handlers.Config.RateLimit).
+	rateLimit    float64
+	rateBurst    int64
 	maxBodyBytes int64
 	// answerMemory bounds the bytes of answers held for clients that have not yet taken them.
 	answerMemory  int64
@@ -106,6 +114,14 @@ func (s *settings) int64(p *int64, flagName, envName string, fallback int64, usa
 	s.fs.Int64Var(p, flagName, v, usage+" (env "+envName+")")
 }
 
+func (s *settings) float64(p *float64, flagName, envName string, fallback float64, usage string) {
+	v, err := strconv.ParseFloat(s.env(envName, strconv.FormatFloat(fallback, 'g', -1, 64)), 64)
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("%s: %w", envName, err))
+	}
+	s.fs.Float64Var(p, flagName, v, usage+" (env "+envName+")")
+}
+
 func (s *settings) bool(p *bool, flagName, envName string, fallback bool, usage string) {
 	v, err := strconv.ParseBool(s.env(envName, strconv.FormatBool(fallback)))
 	if err != nil {
@@ -144,7 +160,12 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	s.string(&dbRead, "db-read", "USERS_DB_READ", "", "postgres:// URLs of streaming standbys of -db that may serve reads, separated by spaces")
 	s.duration(&cfg.dbReadMaxLag, "db-read-max-lag", "USERS_DB_READ_MAX_LAG", time.Second, "how far behind the primary a standby may be to serve a read that sends no Consistency-Token")
 	s.duration(&cfg.dbWait, "db-wait", "USERS_DB_WAIT", 5*time.Minute, "how long start-up waits for a PostgreSQL that does not answer, serving /livez (200) and /readyz (503) meanwhile, before it gives up")
-	s.string(&cfg.apiKeysFile, "api-keys-file", "USERS_API_KEYS_FILE", "", "file with one API key a line; blank lines and lines starting with # are ignored")
+	s.string(&cfg.apiKeysFile, "api-keys-file", "USERS_API_KEYS_FILE", "", "file of API keys, one a line: <key> or sha256:<hex digest of the key>, then optionally name=<name> and scopes=users.read,users.write (both if not given); blank lines and lines starting with # are ignored; make a key with `usersd key`")
+	s.string(&cfg.jwtIssuer, "jwt-issuer", "USERS_JWT_ISSUER", "", "URL of an OpenID Connect issuer whose bearer tokens (Authorization: Bearer <JWT>) are accepted besides API keys; its discovery document names its keys; empty means API keys only")
+	s.string(&cfg.jwtAudience, "jwt-audience", "USERS_JWT_AUDIENCE", "", "the audience (aud) a bearer token must be for: this service's client id or URL at the issuer; required with -jwt-issuer")
+	s.float64(&cfg.rateLimit, "rate-limit", "USERS_RATE_LIMIT", 0, "requests a second each caller may make to the routes of users (a caller is its key's name, or its client address without one); 0 means no limit; the limit is each process's, so N replicas behind a balancer allow N times as much")
+	s.int64(&cfg.rateBurst, "rate-burst", "USERS_RATE_BURST", 0, "requests a caller may make at once, above -rate-limit; 0 means twice the rate")
+	s.bool(&cfg.publicReads, "public-reads", "USERS_PUBLIC_READS", true, "let callers without a credential read users (reads and watches); false makes every read need a credential with the users.read scope")
 	s.string(&corsOrigins, "cors-origins", "USERS_CORS_ORIGINS", "", "comma-separated origins that browsers may call from (\"*\" for any); none means same origin only")
 	s.int64(&cfg.maxBodyBytes, "max-body-bytes", "USERS_MAX_BODY_BYTES", handlers.DefaultMaxBodyBytes, "largest request body accepted, REST and RPC")
 	s.int64(&cfg.answerMemory, "answer-memory", "USERS_ANSWER_MEMORY", handlers.DefaultAnswerMemory, "bytes of answers held at once for clients that have not yet taken them; a read whose answer does not fit is refused with 503 / UNAVAILABLE")
@@ -217,6 +238,8 @@ func printHelp(w io.Writer, fs *flag.FlagSet) {
 Usage:
   usersd [flags]        serve (see the README for a walk through)
   usersd version        print the version, commit and Go version, and exit
+  usersd key [-name N] [-scopes S]
+                        make a new API key: prints the key once, and the line of the keys file
   usersd backup FILE    write a consistent copy of the SQLite database -db names to FILE, while it serves
 
 Every flag may be set by the environment variable named beside it; a flag wins over its variable.
@@ -229,10 +252,10 @@ Flags:
 	fmt.Fprint(w, `
 Environment only:
   USERS_API_KEYS
-    	API keys that may write, comma-separated, each at least 16 characters; with
-    	-api-keys-file, keys from both are valid. Keys never come from a flag, which
-    	every user of the machine could read. With no key at all, one is made for the
-    	run and logged once.
+    	API keys, comma-separated, each at least 16 characters and holding both scopes;
+    	with -api-keys-file, keys from both are valid. Keys never come from a flag,
+    	which every user of the machine could read. With no key at all, one is made for
+    	the run and logged once.
 `)
 }
 
@@ -274,6 +297,18 @@ func (cfg config) check() error {
 		errs = append(errs, fmt.Errorf("-max-watchers-per-address and -max-watchers-per-connection must not be negative, got %d and %d",
 			cfg.watchersPerAddress, cfg.watchersPerConnection))
 	}
+	if cfg.rateLimit < 0 || math.IsNaN(cfg.rateLimit) || math.IsInf(cfg.rateLimit, 0) || cfg.rateBurst < 0 || cfg.rateBurst > 1_000_000 {
+		errs = append(errs, fmt.Errorf("-rate-limit must be 0 (off) or a positive number of requests a second, and -rate-burst from 0 (twice the rate) to 1000000; got %g and %d",
+			cfg.rateLimit, cfg.rateBurst))
+	}
+	if cfg.rateBurst > 0 && cfg.rateLimit == 0 {
+		errs = append(errs, errors.New("-rate-burst is set but -rate-limit is 0 (off): set -rate-limit too"))
+	}
+	if cfg.jwtIssuer != "" || cfg.jwtAudience != "" {
+		if err := (handlers.BearerConfig{Issuer: cfg.jwtIssuer, Audience: cfg.jwtAudience}).Check(); err != nil {
+			errs = append(errs, fmt.Errorf("-jwt-issuer and -jwt-audience: %w", err))
+		}
+	}
 	if cfg.drainDelay < 0 {
 		errs = append(errs, fmt.Errorf("-drain-delay must not be negative, got %s", cfg.drainDelay))
 	}
@@ -283,70 +318,80 @@ func (cfg config) check() error {
 	return errors.Join(errs...)
 }
 
-// loadAPIKeys gathers the keys of USERS_API_KEYS (comma-separated) and of the keys file. There is
-// never an unauthenticated write path: with no key configured, it makes one, which the caller logs once. Keys
-// are not put on the command line, where every user of the machine could read them.
+// loadAPIKeys gathers the keys of USERS_API_KEYS (comma-separated; each holds both scopes) and of
+// the keys file. There is never an unauthenticated write path: with no key configured, it makes
+// one, which the caller logs once. Keys are not put on the command line, where every user of the
+// machine could read them.
 func loadAPIKeys(cfg config, getenv func(string) string) (_ *handlers.APIKeys, generated string, err error) {
-	var keys []string
+	keys := &handlers.APIKeys{}
 	fromEnv := getenv("USERS_API_KEYS")
+	var envKeys []string
 	for key := range strings.SplitSeq(fromEnv, ",") {
 		if key = strings.TrimSpace(key); key != "" {
-			keys = append(keys, key)
+			envKeys = append(envKeys, key)
 		}
 	}
-	if fromEnv != "" && len(keys) == 0 {
+	if fromEnv != "" && len(envKeys) == 0 {
 		return nil, "", errors.New("USERS_API_KEYS is set but holds no key; unset it to have a key made for the run")
 	}
-	for i, key := range keys {
-		if len(key) < minAPIKeyLength {
-			return nil, "", fmt.Errorf("USERS_API_KEYS: key %d of %d has %d characters; a key needs at least %d", i+1, len(keys), len(key), minAPIKeyLength)
+	for i, key := range envKeys {
+		if len(key) < handlers.MinAPIKeyLength {
+			return nil, "", fmt.Errorf("USERS_API_KEYS: key %d of %d has %d characters; a key needs at least %d", i+1, len(envKeys), len(key), handlers.MinAPIKeyLength)
+		}
+		if err := keys.Add(handlers.NewAPIKey(key)); err != nil {
+			return nil, "", fmt.Errorf("USERS_API_KEYS: key %d of %d: %w", i+1, len(envKeys), err)
 		}
 	}
 	if cfg.apiKeysFile != "" {
-		fromFile, err := readKeysFile(cfg.apiKeysFile)
-		if err != nil {
+		if err := readKeysFile(cfg.apiKeysFile, keys); err != nil {
 			return nil, "", err
 		}
-		keys = append(keys, fromFile...)
 	}
-	if len(keys) == 0 {
-		var b [24]byte
-		rand.Read(b[:])
-		generated = base64.RawURLEncoding.EncodeToString(b[:])
-		keys = append(keys, generated)
+	if keys.Len() == 0 {
+		generated = newSecretKey()
+		key := handlers.NewAPIKey(generated)
+		key.Name = "generated"
+		keys.Add(key)
 	}
-	return handlers.NewAPIKeys(keys...), generated, nil
+	return keys, generated, nil
 }
 
-// minAPIKeyLength is the shortest key accepted: a key is a password that scripts send, and one a
-// person could guess or type from memory is too short. Generate one with
-// `openssl rand -base64 24`.
-const minAPIKeyLength = 16
+// newSecretKey returns a new random key: 24 bytes from the system's generator, base64url.
+func newSecretKey() string {
+	var b [24]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
 
-// readKeysFile reads one key a line; blank lines and lines starting with # are ignored.
-func readKeysFile(path string) ([]string, error) {
+// readKeysFile adds the keys of a keys file to keys: one a line (handlers.ParseAPIKey); blank
+// lines and lines starting with # are ignored.
+func readKeysFile(path string, keys *handlers.APIKeys) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("API keys file: %w", err)
+		return fmt.Errorf("API keys file: %w", err)
 	}
 	defer f.Close()
-	var keys []string
+	found := 0
 	lines := bufio.NewScanner(f)
 	for n := 1; lines.Scan(); n++ {
 		line := strings.TrimSpace(lines.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if len(line) < minAPIKeyLength {
-			return nil, fmt.Errorf("API keys file %s, line %d: the key has %d characters; a key needs at least %d", path, n, len(line), minAPIKeyLength)
+		key, err := handlers.ParseAPIKey(line)
+		if err == nil {
+			err = keys.Add(key)
 		}
-		keys = append(keys, line)
+		if err != nil {
+			return fmt.Errorf("API keys file %s, line %d: %w", path, n, err)
+		}
+		found++
 	}
 	if err := lines.Err(); err != nil {
-		return nil, fmt.Errorf("API keys file %s: %w", path, err)
+		return fmt.Errorf("API keys file %s: %w", path, err)
 	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("API keys file %s holds no key", path)
+	if found == 0 {
+		return fmt.Errorf("API keys file %s holds no key", path)
 	}
-	return keys, nil
+	return nil
 }

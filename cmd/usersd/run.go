@@ -33,6 +33,9 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	if len(args) > 0 && args[0] == "backup" {
 		return runBackup(ctx, args[1:], getenv, stdout)
 	}
+	if len(args) > 0 && args[0] == "key" {
+		return runKey(args[1:], stdout)
+	}
 	if len(args) > 0 && args[0] == "version" {
 		if len(args) > 1 {
 			return fmt.Errorf("usersd version takes no arguments, got %q", args[1:])
@@ -129,8 +132,17 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 		registry.MustRegister(cacheCollectors(cache)...)
 		data = cache
 	}
+	// What runs beside the server stops when run returns, however it returns.
+	background, stopBackground := context.WithCancel(ctx)
+	defer stopBackground()
+	var bearer *handlers.BearerConfig
+	if cfg.jwtIssuer != "" {
+		bearer = &handlers.BearerConfig{Issuer: cfg.jwtIssuer, Audience: cfg.jwtAudience}
+	}
 	service, err := handlers.New(handlers.Config{
-		Store: data, Keys: keys, Logger: logger, AccessLog: accessLog(logs, cfg.logLevel), LogProbes: cfg.logLevel <= slog.LevelDebug,
+		Bearer: bearer, Background: background,
+		Store: data, Keys: keys, PrivateReads: !cfg.publicReads,
+		RateLimit: cfg.rateLimit, RateBurst: int(cfg.rateBurst), Logger: logger, AccessLog: accessLog(logs, cfg.logLevel), LogProbes: cfg.logLevel <= slog.LevelDebug,
 		MaxBodyBytes:   cfg.maxBodyBytes,
 		RequestTimeout: cfg.limits.requestTimeout, CORSOrigins: cfg.corsOrigins, TrustRequestID: cfg.trustRequestID,
 		Metrics: registry, Tracing: tracing, MaxWatchers: int(cfg.maxWatchers), WatchHeartbeat: cfg.watchHeartbeat,
@@ -150,9 +162,6 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	// Watches never end by themselves: Shutdown would wait for them until the grace ran out.
 	srv.RegisterOnShutdown(service.EndWatches)
 
-	// What runs beside the server stops when run returns, however it returns.
-	background, stopBackground := context.WithCancel(ctx)
-	defer stopBackground()
 	if cfg.adminAddr != "" {
 		if err := serveAdmin(background, cfg.adminAddr, registry, logger); err != nil {
 			return fmt.Errorf("admin listener: %w", err)

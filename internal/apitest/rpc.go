@@ -47,14 +47,32 @@ func RPCProtocolNamed(t *testing.T, name string) RPCProtocol {
 	return RPCProtocols[i]
 }
 
-// rpcWithKey is a client option that sends key in the x-api-key header of every request.
+// rpcWithKey is a client option that sends key in the x-api-key header of every request, unary
+// and streaming.
 func rpcWithKey(key string) connect.ClientOption {
-	return connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			req.Header().Set("x-api-key", key)
-			return next(ctx, req)
-		}
-	}))
+	return connect.WithInterceptors(keyInterceptor(key))
+}
+
+// keyInterceptor sets x-api-key on every call of a client.
+type keyInterceptor string
+
+func (k keyInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("x-api-key", string(k))
+		return next(ctx, req)
+	}
+}
+
+func (k keyInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("x-api-key", string(k))
+		return conn
+	}
+}
+
+func (k keyInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next // a client's interceptor: handlers are not its business
 }
 
 // RPCClient returns a generated Users client of the server at baseURL that speaks p over h2c; key

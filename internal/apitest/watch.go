@@ -64,6 +64,12 @@ func StartWatch(t *testing.T, s Server, p WatchProtocol, after int64, role strin
 // starts, or for the error that refused it: a *connect.Error on RPC, an sseRefusal on SSE.
 func OpenWatch(t *testing.T, s Server, p WatchProtocol, after int64, role string) (*WatchStream, error) {
 	t.Helper()
+	return OpenWatchWithKey(t, s, p, "", after, role)
+}
+
+// OpenWatchWithKey is OpenWatch with key in x-api-key, unless it is "".
+func OpenWatchWithKey(t *testing.T, s Server, p WatchProtocol, key string, after int64, role string) (*WatchStream, error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	w := &WatchStream{Events: make(chan WatchedEvent, 10_000), End: make(chan error, 1), Cancel: cancel}
@@ -72,7 +78,7 @@ func OpenWatch(t *testing.T, s Server, p WatchProtocol, after int64, role string
 		if after >= 0 {
 			req.AfterSequence = &after
 		}
-		stream, err := s.RPCClient(*p.RPC, "").WatchUsers(ctx, req)
+		stream, err := s.RPCClient(*p.RPC, key).WatchUsers(ctx, req)
 		if err != nil {
 			return nil, err
 		}
@@ -84,7 +90,11 @@ func OpenWatch(t *testing.T, s Server, p WatchProtocol, after int64, role string
 			w.End <- stream.Err()
 		}()
 	} else {
-		res, err := OpenEventStream(ctx, s, p.SSE, after, role, nil)
+		var header http.Header
+		if key != "" {
+			header = http.Header{"X-Api-Key": {key}}
+		}
+		res, err := OpenEventStream(ctx, s, p.SSE, after, role, header)
 		if err != nil {
 			return nil, err
 		}

@@ -18,18 +18,15 @@ export function setAPIKey(key: string): void {
 }
 
 /**
- * Sends the key on every method that the proto does not mark `idempotency_level = NO_SIDE_EFFECTS`:
- * the server (handlers/routes.go) protects a method by the same mark, so the two cannot disagree
- * about a new method.
+ * Sends the key, once there is one, on every call: writes need it, and reads need it too on a
+ * service that runs with -public-reads=false (a public read with a key is served as without one).
  */
 const sendKey: Interceptor = (next) => async (req) => {
-  if (req.method.idempotency !== MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS && apiKey()) {
-    req.header.set("x-api-key", apiKey());
-  }
+  if (apiKey()) req.header.set("x-api-key", apiKey());
   try {
     return await next(req);
   } catch (err) {
-    // A refused key is forgotten, so that the next write asks for it again.
+    // A refused key is forgotten, so that the next write (or read, where reads need one) asks for it again.
     if (ConnectError.from(err).code === Code.Unauthenticated) setAPIKey("");
     throw err;
   }
@@ -110,6 +107,10 @@ export function describeError(err: unknown): string {
   switch (e.code) {
     case Code.Unauthenticated:
       return "The service did not accept the API key. Enter a valid key and try again.";
+    case Code.PermissionDenied:
+      return `This API key may not do that${detail}: a read-only key (users.read) can look but not change. Forget the key and use one with the users.write scope.`;
+    case Code.ResourceExhausted:
+      return `Too many requests${detail}. Wait a few seconds and try again.`;
     case Code.InvalidArgument:
       return `The service refused the input${detail}.`;
     case Code.NotFound:

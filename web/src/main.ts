@@ -3,6 +3,7 @@
 // follows the changes that anyone makes (WatchUsers) and shows them without a reload. What it shows
 // (the query, the page, the open user) is in its URL, so that reload, Back and a link keep it.
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { apiKey, describeError, followUsers, setAPIKey, users, type WatchState } from "./api";
 import { UserEvent_Kind, type User, type UserEvent } from "./gen/users/v1/users_pb";
 
@@ -99,7 +100,7 @@ function formatTime(ts: Timestamp | undefined): string {
 // ---- the API key
 
 function showKeyState(): void {
-  ui.keyState.textContent = apiKey() ? "API key set for this tab" : "No API key yet: you will be asked on your first change";
+  ui.keyState.textContent = apiKey() ? "API key set for this tab" : "No API key yet: you will be asked when one is needed";
   ui.forgetKey.hidden = !apiKey();
 }
 
@@ -215,10 +216,11 @@ async function loadList(): Promise<void> {
       button.dataset.direction = sorted ? (query.descending ? "desc" : "asc") : "";
     }
   } catch (err) {
-    if (load === listLoads) {
-      fail(err);
-      ui.error.dataset.from = "list"; // cleared by the next list that loads
-    }
+    if (load !== listLoads) return;
+    // A service that runs with -public-reads=false needs a key to read: ask for it, then load again.
+    if (ConnectError.from(err).code === Code.Unauthenticated && !apiKey() && (await ensureKey())) return loadList();
+    fail(err);
+    ui.error.dataset.from = "list"; // cleared by the next list that loads
   }
 }
 

@@ -1,0 +1,408 @@
+// Bearer tokens: JWTs from an OpenID Connect issuer, verified against the keys its discovery
+// document names (JWKS). go-jose parses the tokens and checks their signatures; this file decides
+// which algorithms, keys and claims are accepted.
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+)
+
+// BearerConfig says which bearer tokens the service accepts.
+type BearerConfig struct {
+	// Issuer is the OpenID Connect issuer's URL: its discovery document is at
+	// Issuer + "/.well-known/openid-configuration", and a token's iss must be exactly Issuer.
+	Issuer string
+	// Audience must be one of a token's aud.
+	Audience string
+	// RefetchEvery is the least time between two fetches of the keys for a token whose kid they
+	// lack; 0 means a minute.
+	RefetchEvery time.Duration
+	// RefreshEvery is how often the keys are fetched anyway, so that a key the issuer withdrew
+	// stops being accepted; 0 means 15 minutes.
+	RefreshEvery time.Duration
+	// Client fetches the discovery document and the keys; nil means one with a 10 s timeout.
+	Client *http.Client
+}
+
+// The algorithms a token may be signed with: never "none", never an HMAC (whose key would be the
+// issuer's public key, which anyone has).
+var bearerAlgorithms = []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA}
+
+const (
+	// bearerLeeway is how far exp and nbf may be off, for clocks that disagree a little.
+	bearerLeeway = 30 * time.Second
+	// maxBearerBytes bounds a token: a real one is a few kilobytes at most.
+	maxBearerBytes = 8 << 10
+	// maxActorBytes bounds the subject that becomes a caller's name (OpenID Connect: 255 ASCII).
+	maxActorBytes = 255
+	// maxKeySetBytes bounds the discovery document and the key set read from the issuer.
+	maxKeySetBytes = 1 << 20
+	// verifiedCacheBytes bounds the tokens kept verified, by their size.
+	verifiedCacheBytes = 16 << 20
+)
+
+// errKeysNotLoaded refuses bearer tokens until the issuer's keys have been fetched once.
+var errKeysNotLoaded = errors.New("the token issuer's keys are not loaded yet: the issuer has not answered since the service started")
+
+// bearerVerifier verifies bearer tokens against the issuer's keys, which it fetches in the
+// background from the start, so that the service starts while the issuer is down.
+type bearerVerifier struct {
+	config BearerConfig
+	logger *slog.Logger
+
+	mu          sync.Mutex
+	keys        *jose.JSONWebKeySet // nil until the first fetch succeeds
+	lastFetched time.Time
+	fetching    chan struct{} // closed when the fetch under way ends; nil when none is
+	verified    map[string]verifiedToken
+	cachedBytes int
+}
+
+// verifiedToken is what a verified token says, kept until it expires.
+type verifiedToken struct {
+	subject string
+	scopes  Scopes
+	expiry  time.Time
+}
+
+// bearerClaims are the claims read from a token: the registered ones, and its scopes.
+type bearerClaims struct {
+	jwt.Claims
+	Scope string          `json:"scope"`
+	Scp   json.RawMessage `json:"scp"` // a space-separated string, or an array of strings
+}
+
+// Check refuses a configuration that cannot be right: an issuer that is not an https URL (or an
+// http one on the loopback interface), or no audience.
+func (c BearerConfig) Check() error {
+	if err := checkIssuerURL(c.Issuer); err != nil {
+		return err
+	}
+	if c.Audience == "" {
+		return errors.New("an audience is required with an issuer: a token for another service of the same issuer must not be accepted")
+	}
+	return nil
+}
+
+// newBearerVerifier checks config, and starts fetching the keys until ctx ends.
+func newBearerVerifier(ctx context.Context, config BearerConfig, logger *slog.Logger) (*bearerVerifier, error) {
+	if err := config.Check(); err != nil {
+		return nil, err
+	}
+	if config.RefetchEvery == 0 {
+		config.RefetchEvery = time.Minute
+	}
+	if config.RefreshEvery == 0 {
+		config.RefreshEvery = 15 * time.Minute
+	}
+	if config.Client == nil {
+		config.Client = &http.Client{Timeout: 10 * time.Second}
+	}
+	v := &bearerVerifier{config: config, logger: logger, verified: map[string]verifiedToken{}}
+	go v.keepKeys(ctx)
+	return v, nil
+}
+
+// checkIssuerURL accepts an https URL, or an http one on the loopback interface (an issuer on the
+// same machine, as in tests): keys fetched in the clear from elsewhere could be anyone's.
+func checkIssuerURL(issuer string) error {
+	u, err := url.Parse(issuer)
+	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("the issuer %q is not a URL such as https://login.example.com/realms/main", issuer)
+	}
+	switch {
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && isLoopbackHost(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("the issuer %q must be an https:// URL (http:// only on the loopback interface)", issuer)
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// keepKeys fetches the keys until it has them, retrying with a growing wait, then fetches them
+// again every RefreshEvery. A failed refresh keeps the keys already fetched.
+func (v *bearerVerifier) keepKeys(ctx context.Context) {
+	wait := time.Second
+	for {
+		err := v.fetch(ctx)
+		switch {
+		case err == nil:
+			wait = v.config.RefreshEvery
+		case ctx.Err() != nil:
+			return
+		default:
+			v.logger.Warn("the token issuer's keys could not be fetched; bearer tokens are checked against the keys fetched before, if any", "issuer", v.config.Issuer, "error", err)
+			if v.loaded() {
+				wait = min(v.config.RefreshEvery, time.Minute)
+			} else {
+				wait = min(wait*2, 30*time.Second)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (v *bearerVerifier) loaded() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.keys != nil
+}
+
+// fetch fetches the keys once, or waits for the fetch under way.
+func (v *bearerVerifier) fetch(ctx context.Context) error {
+	v.mu.Lock()
+	if v.fetching != nil {
+		done := v.fetching
+		v.mu.Unlock()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	done := make(chan struct{})
+	v.fetching = done
+	v.lastFetched = time.Now()
+	v.mu.Unlock()
+
+	keys, err := v.download(ctx)
+
+	v.mu.Lock()
+	if err == nil {
+		v.keys = keys
+		v.verified = map[string]verifiedToken{} // a withdrawn key's tokens are verified again
+		v.cachedBytes = 0
+	}
+	v.fetching = nil
+	close(done)
+	v.mu.Unlock()
+	return err
+}
+
+// download reads the discovery document and the key set it names.
+func (v *bearerVerifier) download(ctx context.Context) (*jose.JSONWebKeySet, error) {
+	var discovery struct {
+		Issuer  string `json:"issuer"`
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := v.getJSON(ctx, strings.TrimSuffix(v.config.Issuer, "/")+"/.well-known/openid-configuration", &discovery); err != nil {
+		return nil, fmt.Errorf("discovery document: %w", err)
+	}
+	if discovery.Issuer != v.config.Issuer {
+		return nil, fmt.Errorf("the discovery document names the issuer %q, not %q", discovery.Issuer, v.config.Issuer)
+	}
+	if err := checkIssuerURL(discovery.JWKSURI); err != nil {
+		return nil, fmt.Errorf("jwks_uri: %w", err)
+	}
+	var keys jose.JSONWebKeySet
+	if err := v.getJSON(ctx, discovery.JWKSURI, &keys); err != nil {
+		return nil, fmt.Errorf("key set %s: %w", discovery.JWKSURI, err)
+	}
+	// Only public signing keys: a symmetric key in the set would make an HMAC token verifiable.
+	usable := keys.Keys[:0]
+	for _, k := range keys.Keys {
+		if k.Valid() && k.IsPublic() && (k.Use == "" || k.Use == "sig") {
+			usable = append(usable, k)
+		}
+	}
+	if len(usable) == 0 {
+		return nil, fmt.Errorf("the key set %s holds no public signing key", discovery.JWKSURI)
+	}
+	keys.Keys = usable
+	return &keys, nil
+}
+
+func (v *bearerVerifier) getJSON(ctx context.Context, target string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	res, err := v.config.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", target, res.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxKeySetBytes+1))
+	if err != nil {
+		return err
+	}
+	if len(body) > maxKeySetBytes {
+		return fmt.Errorf("GET %s: the answer is over %d bytes", target, maxKeySetBytes)
+	}
+	return json.Unmarshal(body, into)
+}
+
+// errTokenInvalid is the refusal of a token: its message is the client's, and says no more than
+// what is wrong with it.
+type errTokenInvalid struct{ why string }
+
+func (e errTokenInvalid) Error() string { return "the bearer token is not valid: " + e.why }
+
+// verify returns what token says, if it is valid now: see SPEC's bearer rules in the README.
+func (v *bearerVerifier) verify(ctx context.Context, token string, now time.Time) (verifiedToken, error) {
+	if len(token) > maxBearerBytes {
+		return verifiedToken{}, errTokenInvalid{fmt.Sprintf("it is over %d bytes", maxBearerBytes)}
+	}
+	v.mu.Lock()
+	cached, hit := v.verified[token]
+	keys := v.keys
+	v.mu.Unlock()
+	if hit {
+		if now.Add(-bearerLeeway).After(cached.expiry) {
+			return verifiedToken{}, errTokenInvalid{"it has expired"}
+		}
+		return cached, nil
+	}
+	if keys == nil {
+		return verifiedToken{}, errKeysNotLoaded
+	}
+	parsed, err := jwt.ParseSigned(token, bearerAlgorithms)
+	if err != nil {
+		return verifiedToken{}, errTokenInvalid{"it is not a JWT signed with RS256, ES256 or EdDSA"}
+	}
+	header := parsed.Headers[0]
+	candidates := keys.Key(header.KeyID)
+	if header.KeyID == "" {
+		candidates = keys.Keys // an issuer with one key may leave kid out
+	} else if len(candidates) == 0 {
+		// A kid the keys lack: the issuer may have rotated in a new key. Fetch them again, at most
+		// once every RefetchEvery, however many such tokens come.
+		if keys = v.refetchForUnknownKey(ctx); keys != nil {
+			candidates = keys.Key(header.KeyID)
+		}
+		if len(candidates) == 0 {
+			return verifiedToken{}, errTokenInvalid{"its key (kid) is not one of the issuer's"}
+		}
+	}
+	var claims bearerClaims
+	verifiedBy := false
+	for _, k := range candidates {
+		if k.Algorithm != "" && k.Algorithm != header.Algorithm {
+			continue
+		}
+		if parsed.Claims(k.Key, &claims) == nil {
+			verifiedBy = true
+			break
+		}
+	}
+	if !verifiedBy {
+		return verifiedToken{}, errTokenInvalid{"its signature does not verify with the issuer's keys"}
+	}
+	if err := claims.ValidateWithLeeway(jwt.Expected{Issuer: v.config.Issuer, AnyAudience: jwt.Audience{v.config.Audience}, Time: now}, bearerLeeway); err != nil {
+		return verifiedToken{}, errTokenInvalid{claimError(err)}
+	}
+	switch {
+	case claims.Expiry == nil:
+		return verifiedToken{}, errTokenInvalid{"it has no expiry (exp)"}
+	case claims.Subject == "" || len(claims.Subject) > maxActorBytes || !printable(claims.Subject):
+		return verifiedToken{}, errTokenInvalid{fmt.Sprintf("its subject (sub) must be 1 to %d printable characters", maxActorBytes)}
+	}
+	result := verifiedToken{subject: claims.Subject, scopes: claims.scopes(), expiry: claims.Expiry.Time()}
+	v.remember(token, result)
+	return result, nil
+}
+
+// refetchForUnknownKey fetches the keys again if the last fetch is older than RefetchEvery, and
+// returns them; nil if it did not fetch.
+func (v *bearerVerifier) refetchForUnknownKey(ctx context.Context) *jose.JSONWebKeySet {
+	v.mu.Lock()
+	due := time.Since(v.lastFetched) >= v.config.RefetchEvery
+	v.mu.Unlock()
+	if !due {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := v.fetch(ctx); err != nil {
+		v.logger.Warn("the token issuer's keys could not be fetched for a token of an unknown key", "issuer", v.config.Issuer, "error", err)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.keys
+}
+
+// remember keeps a verified token until the cache is full, when it starts again empty: tokens get
+// in only verified, so a flood of bad ones cannot push good ones out.
+func (v *bearerVerifier) remember(token string, t verifiedToken) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.cachedBytes+len(token) > verifiedCacheBytes {
+		v.verified, v.cachedBytes = map[string]verifiedToken{}, 0
+	}
+	if _, ok := v.verified[token]; !ok {
+		v.verified[token] = t
+		v.cachedBytes += len(token)
+	}
+}
+
+// scopes reads scope (space-separated) or, without it, scp (a string or an array of strings).
+func (c bearerClaims) scopes() Scopes {
+	if c.Scope != "" {
+		return scopesOfClaim(c.Scope)
+	}
+	var list []string
+	if json.Unmarshal(c.Scp, &list) == nil {
+		return scopesOfClaim(strings.Join(list, " "))
+	}
+	var one string
+	if json.Unmarshal(c.Scp, &one) == nil {
+		return scopesOfClaim(one)
+	}
+	return 0
+}
+
+func claimError(err error) string {
+	switch {
+	case errors.Is(err, jwt.ErrExpired):
+		return "it has expired"
+	case errors.Is(err, jwt.ErrNotValidYet):
+		return "it is not valid yet (nbf)"
+	case errors.Is(err, jwt.ErrIssuedInTheFuture):
+		return "it was issued in the future (iat)"
+	case errors.Is(err, jwt.ErrInvalidIssuer):
+		return "its issuer (iss) is not this service's"
+	case errors.Is(err, jwt.ErrInvalidAudience):
+		return "its audience (aud) is not this service"
+	}
+	return "its claims do not hold"
+}
+
+func printable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,169 @@
+// Rate limits: a token bucket per caller, in front of every route that reads or changes users. A
+// caller is its key's name (or its token's subject), or, for a request without a valid credential,
+// its client address. Limits are per process.
+package handlers
+
+import (
+	"hash/maphash"
+	"math"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// DefaultRateCallers bounds the callers whose buckets are kept (see rateLimiter).
+const DefaultRateCallers = 100_000
+
+// rateShards splits the buckets, so that callers on different cores seldom wait for one lock.
+const rateShards = 64
+
+// rateEvictionSample is how many buckets a full shard looks at to choose one to drop.
+const rateEvictionSample = 8
+
+// rateLimiter holds a bucket for each caller seen, at most about maxCallers of them: an attacker
+// with a million client addresses must not grow memory without bound. A shard that is full drops a
+// bucket to make room: among a few it looks at, one that has filled up again (dropping it changes
+// nothing: a new bucket starts full), or else the one used longest ago. A dropped caller that comes
+// back starts with a full bucket, which gives away at most one burst.
+type rateLimiter struct {
+	limit  rate.Limit
+	burst  int
+	seed   maphash.Seed
+	shards [rateShards]rateShard
+	// perShard is the most buckets a shard keeps.
+	perShard int
+}
+
+type rateShard struct {
+	mu      sync.Mutex
+	buckets map[string]*rateBucket
+}
+
+type rateBucket struct {
+	limiter  *rate.Limiter
+	lastUsed time.Time
+}
+
+// newRateLimiter returns a limiter of perSecond requests a second per caller, with bursts of burst,
+// keeping the buckets of about maxCallers callers; nil if perSecond is 0 (no limit).
+func newRateLimiter(perSecond float64, burst, maxCallers int) *rateLimiter {
+	if perSecond <= 0 {
+		return nil
+	}
+	l := &rateLimiter{limit: rate.Limit(perSecond), burst: burst, seed: maphash.MakeSeed(),
+		perShard: max(1, maxCallers/rateShards)}
+	for i := range l.shards {
+		l.shards[i].buckets = map[string]*rateBucket{}
+	}
+	return l
+}
+
+// rateDecision is what the limiter said of a request: whether it may go on, what is left of its
+// caller's bucket, and how long until the bucket has a token again (when it is empty).
+type rateDecision struct {
+	allowed   bool
+	remaining int
+	retry     time.Duration
+}
+
+// take takes a token from caller's bucket, if it has one.
+func (l *rateLimiter) take(caller string, now time.Time) rateDecision {
+	shard := &l.shards[maphash.String(l.seed, caller)%rateShards]
+	shard.mu.Lock()
+	defer shard.mu.Unlock()
+	b := shard.buckets[caller]
+	if b == nil {
+		if len(shard.buckets) >= l.perShard {
+			shard.evictOne(now, l.burst)
+		}
+		b = &rateBucket{limiter: rate.NewLimiter(l.limit, l.burst)}
+		shard.buckets[caller] = b
+	}
+	b.lastUsed = now
+	if !b.limiter.AllowN(now, 1) {
+		missing := 1 - b.limiter.TokensAt(now)
+		return rateDecision{retry: time.Duration(missing / float64(l.limit) * float64(time.Second))}
+	}
+	return rateDecision{allowed: true, remaining: int(b.limiter.TokensAt(now))}
+}
+
+// evictOne drops a bucket of the shard, which holds its lock: see rateLimiter. Go's map iteration
+// starts at a random place, so the buckets looked at are a sample.
+func (s *rateShard) evictOne(now time.Time, burst int) {
+	var oldest string
+	var oldestUse time.Time
+	looked := 0
+	for caller, b := range s.buckets {
+		if b.limiter.TokensAt(now) >= float64(burst) {
+			delete(s.buckets, caller)
+			return
+		}
+		if looked == 0 || b.lastUsed.Before(oldestUse) {
+			oldest, oldestUse = caller, b.lastUsed
+		}
+		if looked++; looked == rateEvictionSample {
+			break
+		}
+	}
+	delete(s.buckets, oldest)
+}
+
+// size reports how many buckets are kept.
+func (l *rateLimiter) size() int {
+	n := 0
+	for i := range l.shards {
+		l.shards[i].mu.Lock()
+		n += len(l.shards[i].buckets)
+		l.shards[i].mu.Unlock()
+	}
+	return n
+}
+
+// policyHeader is the RateLimit-Policy of the IETF draft (draft-ietf-httpapi-ratelimit-headers):
+// the bucket holds burst requests and fills up again in window seconds.
+func (l *rateLimiter) policyHeader() string {
+	window := math.Ceil(float64(l.burst) / float64(l.limit))
+	return `"caller";q=` + strconv.Itoa(l.burst) + ";w=" + strconv.FormatFloat(window, 'f', 0, 64)
+}
+
+// setHeaders writes the draft's RateLimit-Policy and RateLimit on an answer, and Retry-After on a
+// refusal: r is what is left of the caller's quota, t the seconds until the bucket is full again
+// (or, when it is empty, until it has a token).
+func (l *rateLimiter) setHeaders(h http.Header, d rateDecision) {
+	h.Set("RateLimit-Policy", l.policyHeader())
+	var wait time.Duration
+	if d.allowed {
+		wait = time.Duration(float64(l.burst-d.remaining) / float64(l.limit) * float64(time.Second))
+	} else {
+		wait = d.retry
+		h.Set("Retry-After", strconv.Itoa(ceilSeconds(wait)))
+	}
+	h.Set("RateLimit", `"caller";r=`+strconv.Itoa(d.remaining)+";t="+strconv.Itoa(ceilSeconds(wait)))
+}
+
+func ceilSeconds(d time.Duration) int { return int(math.Ceil(d.Seconds())) }
+
+// anonymousCaller is the caller of a request without a valid credential: its client address. An
+// IPv6 client is its /64, the block a single host usually holds, so that it cannot take a new
+// bucket with each address of its block.
+func anonymousCaller(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return "address " + host
+	}
+	addr = addr.Unmap()
+	if addr.Is6() {
+		prefix, _ := addr.Prefix(64)
+		return "address " + prefix.String()
+	}
+	return "address " + addr.String()
+}

@@ -1,0 +1,165 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+
+	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
+	"usersd/store/observed"
+	"usersd/store/sqlstore"
+)
+
+// startRateLimitedService serves the users with a limit of perSecond requests a second per caller,
+// in bursts of burst, on a store whose calls are counted.
+func startRateLimitedService(t *testing.T, perSecond float64, burst int) (*testServer, func() float64) {
+	t.Helper()
+	st, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "users.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	registry := prometheus.NewRegistry()
+	counted, err := observed.New(st, observed.Options{Metrics: registry, System: "sqlite"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := &APIKeys{}
+	for _, line := range scopesTestKeys {
+		key, _ := ParseAPIKey(line)
+		keys.Add(key)
+	}
+	s := startServerWith(t, Config{Store: counted, Keys: keys, RateLimit: perSecond, RateBurst: burst, Logger: slog.New(slog.DiscardHandler)})
+	storeCalls := func() float64 {
+		families, err := registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n float64
+		for _, f := range families {
+			if f.GetName() == "usersd_store_operation_duration_seconds" {
+				for _, m := range f.GetMetric() {
+					n += float64(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+		return n
+	}
+	return s, storeCalls
+}
+
+// TestACallerOverItsRateIsRefusedWithTheDraftHeaders: with a limit of 1 a second in bursts of 3, a
+// caller's first 3 requests pass and the 4th is 429 with Retry-After and the IETF draft's
+// RateLimit-Policy and RateLimit; the refused request does no store work; another caller, and the
+// anonymous caller of the same address, each have a bucket of their own; RPC answers
+// resource_exhausted; and the bucket fills again with time.
+func TestACallerOverItsRateIsRefusedWithTheDraftHeaders(t *testing.T) {
+	s, storeCalls := startRateLimitedService(t, 1, 3)
+	get := func(key string) apitest.Response {
+		header := map[string]string{}
+		if key != "" {
+			header[APIKeyHeader] = key
+		}
+		return s.Do(t, apitest.HTTP1Client, apitest.Request{Method: "GET", Path: "/users", Header: header})
+	}
+	for i := range 3 {
+		res := get(scopesReaderKey)
+		if res.Status != http.StatusOK {
+			t.Fatalf("request %d of the burst: %d %s", i+1, res.Status, res.Body)
+		}
+		if got, want := res.Header.Get("RateLimit"), fmt.Sprintf(`"caller";r=%d;t=`, 2-i); !regexp.MustCompile("^" + regexp.QuoteMeta(want) + "[1-3]$").MatchString(got) {
+			t.Errorf("request %d: RateLimit %q, want %s<seconds until full>", i+1, got, want)
+		}
+	}
+	before := storeCalls()
+	refused := get(scopesReaderKey)
+	if refused.Status != http.StatusTooManyRequests {
+		t.Fatalf("the 4th request: %d %s, want 429", refused.Status, refused.Body)
+	}
+	refused.ErrorMessage(t)
+	if got := refused.Header.Get("RateLimit-Policy"); got != `"caller";q=3;w=3` {
+		t.Errorf("RateLimit-Policy %q, want \"caller\";q=3;w=3", got)
+	}
+	if got := refused.Header.Get("RateLimit"); got != `"caller";r=0;t=1` {
+		t.Errorf("RateLimit %q, want \"caller\";r=0;t=1", got)
+	}
+	if retry, err := strconv.Atoi(refused.Header.Get("Retry-After")); err != nil || retry < 1 || retry > 1 {
+		t.Errorf("Retry-After %q, want 1", refused.Header.Get("Retry-After"))
+	}
+	if after := storeCalls(); after != before {
+		t.Errorf("the refused request made %v store calls, want none", after-before)
+	}
+
+	// Other callers have buckets of their own: another key's, and the address's (no key).
+	if res := get(scopesFullKey); res.Status != http.StatusOK {
+		t.Errorf("another key: %d %s", res.Status, res.Body)
+	}
+	if res := get(""); res.Status != http.StatusOK {
+		t.Errorf("no key: %d %s", res.Status, res.Body)
+	}
+	// RPC: the same bucket, refused as resource_exhausted.
+	client := s.RPCClient(apitest.RPCProtocolNamed(t, "gRPC"), scopesReaderKey)
+	if _, err := client.ListUsers(context.Background(), &usersv1.ListUsersRequest{}); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Errorf("ListUsers over gRPC with the spent key: %v, want resource_exhausted", err)
+	}
+	time.Sleep(1100 * time.Millisecond) // a token back
+	if res := get(scopesReaderKey); res.Status != http.StatusOK {
+		t.Errorf("a second later: %d %s", res.Status, res.Body)
+	}
+}
+
+// TestGuessingKeysIsLimitedByAddress: requests with wrong keys spend their address's bucket, so
+// that guessing keys goes no faster than the limit; and the refusals are counted by reason.
+func TestGuessingKeysIsLimitedByAddress(t *testing.T) {
+	s, _ := startRateLimitedService(t, 1, 2)
+	statuses := map[int]int{}
+	for i := range 5 {
+		res := s.Do(t, apitest.HTTP1Client, apitest.Request{Method: "POST", Path: "/users", Body: `{"name":"x"}`,
+			Header: map[string]string{APIKeyHeader: fmt.Sprintf("guess-%02d-0123456789abcdef", i), "Content-Type": "application/json"}})
+		statuses[res.Status]++
+	}
+	if statuses[http.StatusUnauthorized] != 2 || statuses[http.StatusTooManyRequests] != 3 {
+		t.Fatalf("5 guesses answered %v, want 2 401s then 3 429s", statuses)
+	}
+}
+
+// TestTheRateLimiterKeepsABoundedNumberOfCallers: a million callers (an attacker with a million
+// addresses) leave at most about the bound of buckets; and 100,000 callers, the default bound,
+// hold at most 32 MiB of heap.
+func TestTheRateLimiterKeepsABoundedNumberOfCallers(t *testing.T) {
+	l := newRateLimiter(10, 20, 1000)
+	now := time.Now()
+	for i := range 1_000_000 {
+		l.take("address 10."+strconv.Itoa(i>>16)+"."+strconv.Itoa(i>>8&255)+"."+strconv.Itoa(i&255), now)
+	}
+	if n := l.size(); n > 1000 {
+		t.Fatalf("%d buckets kept for a bound of 1000", n)
+	}
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	l = newRateLimiter(10, 20, DefaultRateCallers)
+	for i := range DefaultRateCallers {
+		l.take("address 2001:db8:"+strconv.FormatInt(int64(i), 16)+"::/64", now)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d callers hold %.1f MiB (%d bytes each)", l.size(), float64(held)/(1<<20), held/int64(l.size()))
+	if held > 32<<20 {
+		t.Errorf("%d callers hold %d MiB, want at most 32", l.size(), held>>20)
+	}
+	runtime.KeepAlive(l)
+}
