@@ -69,6 +69,9 @@ func (s *benchStore) GetUser(_ context.Context, id int32) (store.User, error) {
 	return u, nil
 }
 
+// Position is 0, as for a store without standbys (store.Store's Position).
+func (s *benchStore) Position(context.Context) (store.Position, error) { return 0, nil }
+
 func (s *benchStore) ListUsers(_ context.Context, _ store.UserQuery) (store.Page[store.User], error) {
 	return store.Page[store.User]{Items: s.newest, Total: benchUsers}, nil
 }
