@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
 	"testing"
@@ -59,13 +58,14 @@ func startRateLimitedService(t *testing.T, perSecond float64, burst int) (*testS
 	return s, storeCalls
 }
 
-// TestACallerOverItsRateIsRefusedWithTheDraftHeaders: with a limit of 1 a second in bursts of 3, a
+// TestACallerOverItsRateIsRefusedWithTheDraftHeaders: with a limit of 0.5 a second (a token every
+// 2 s, so that a slow machine does not refill the bucket between requests) in bursts of 3, a
 // caller's first 3 requests pass and the 4th is 429 with Retry-After and the IETF draft's
 // RateLimit-Policy and RateLimit; the refused request does no store work; another caller, and the
 // anonymous caller of the same address, each have a bucket of their own; RPC answers
 // resource_exhausted; and the bucket fills again with time.
 func TestACallerOverItsRateIsRefusedWithTheDraftHeaders(t *testing.T) {
-	s, storeCalls := startRateLimitedService(t, 1, 3)
+	s, storeCalls := startRateLimitedService(t, 0.5, 3)
 	get := func(key string) apitest.Response {
 		header := map[string]string{}
 		if key != "" {
@@ -78,8 +78,9 @@ func TestACallerOverItsRateIsRefusedWithTheDraftHeaders(t *testing.T) {
 		if res.Status != http.StatusOK {
 			t.Fatalf("request %d of the burst: %d %s", i+1, res.Status, res.Body)
 		}
-		if got, want := res.Header.Get("RateLimit"), fmt.Sprintf(`"caller";r=%d;t=`, 2-i); !regexp.MustCompile("^" + regexp.QuoteMeta(want) + "[1-3]$").MatchString(got) {
-			t.Errorf("request %d: RateLimit %q, want %s<seconds until full>", i+1, got, want)
+		// r tokens left, and (3 - r) / 0.5 seconds until the bucket is full.
+		if got, want := res.Header.Get("RateLimit"), fmt.Sprintf(`"caller";r=%d;t=%d`, 2-i, 2*(i+1)); got != want {
+			t.Errorf("request %d: RateLimit %q, want %q", i+1, got, want)
 		}
 	}
 	before := storeCalls()
@@ -88,14 +89,14 @@ func TestACallerOverItsRateIsRefusedWithTheDraftHeaders(t *testing.T) {
 		t.Fatalf("the 4th request: %d %s, want 429", refused.Status, refused.Body)
 	}
 	refused.ErrorMessage(t)
-	if got := refused.Header.Get("RateLimit-Policy"); got != `"caller";q=3;w=3` {
-		t.Errorf("RateLimit-Policy %q, want \"caller\";q=3;w=3", got)
+	if got := refused.Header.Get("RateLimit-Policy"); got != `"caller";q=3;w=6` {
+		t.Errorf("RateLimit-Policy %q, want \"caller\";q=3;w=6", got)
 	}
-	if got := refused.Header.Get("RateLimit"); got != `"caller";r=0;t=1` {
-		t.Errorf("RateLimit %q, want \"caller\";r=0;t=1", got)
+	if got := refused.Header.Get("RateLimit"); got != `"caller";r=0;t=2` {
+		t.Errorf("RateLimit %q, want \"caller\";r=0;t=2", got)
 	}
-	if retry, err := strconv.Atoi(refused.Header.Get("Retry-After")); err != nil || retry < 1 || retry > 1 {
-		t.Errorf("Retry-After %q, want 1", refused.Header.Get("Retry-After"))
+	if retry, err := strconv.Atoi(refused.Header.Get("Retry-After")); err != nil || retry != 2 {
+		t.Errorf("Retry-After %q, want 2", refused.Header.Get("Retry-After"))
 	}
 	if after := storeCalls(); after != before {
 		t.Errorf("the refused request made %v store calls, want none", after-before)
@@ -113,16 +114,16 @@ func TestACallerOverItsRateIsRefusedWithTheDraftHeaders(t *testing.T) {
 	if _, err := client.ListUsers(context.Background(), &usersv1.ListUsersRequest{}); connect.CodeOf(err) != connect.CodeResourceExhausted {
 		t.Errorf("ListUsers over gRPC with the spent key: %v, want resource_exhausted", err)
 	}
-	time.Sleep(1100 * time.Millisecond) // a token back
+	time.Sleep(2100 * time.Millisecond) // a token back
 	if res := get(scopesReaderKey); res.Status != http.StatusOK {
-		t.Errorf("a second later: %d %s", res.Status, res.Body)
+		t.Errorf("2 s later: %d %s", res.Status, res.Body)
 	}
 }
 
 // TestGuessingKeysIsLimitedByAddress: requests with wrong keys spend their address's bucket, so
 // that guessing keys goes no faster than the limit; and the refusals are counted by reason.
 func TestGuessingKeysIsLimitedByAddress(t *testing.T) {
-	s, _ := startRateLimitedService(t, 1, 2)
+	s, _ := startRateLimitedService(t, 0.1, 2)
 	statuses := map[int]int{}
 	for i := range 5 {
 		res := s.Do(t, apitest.HTTP1Client, apitest.Request{Method: "POST", Path: "/users", Body: `{"name":"x"}`,

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -88,5 +89,50 @@ func TestKeysMadeByUsersdKeyServeFromTheirDigests(t *testing.T) {
 	}
 	if !named {
 		t.Errorf("no access line names the caller importer of the create; the lines:\n%v", lines)
+	}
+}
+
+// TestTheBinaryLimitsEachCallersRate serves with -rate-limit 0.1 -rate-burst 2 (a token every 10 s,
+// so that a slow machine cannot refill the bucket between requests): a key's third request is 429 with Retry-After and the draft's headers over REST, and
+// resource_exhausted over gRPC; another caller is not held back; and usersd_refused_requests_total
+// counts each refusal by its reason, never by caller.
+func TestTheBinaryLimitsEachCallersRate(t *testing.T) {
+	adminAddr := freeLoopbackAddr(t)
+	_, s, _ := startProcessWithEnv(t, []string{"USERS_API_KEYS=" + apitest.Key + ",another-key-0123456789"}, filepath.Join(t.TempDir(), "users.db"),
+		"-rate-limit", "0.1", "-rate-burst", "2", "-admin-addr", adminAddr)
+	admin := &testServer{Server: apitest.Server{BaseURL: "http://" + adminAddr}}
+	get := func(key string) apitest.Response {
+		return s.Do(t, http.DefaultClient, apitest.Request{Method: "GET", Path: "/users", Header: map[string]string{"x-api-key": key}})
+	}
+	for i := range 2 {
+		if res := get(apitest.Key); res.Status != http.StatusOK {
+			t.Fatalf("request %d of the burst: %d %s", i+1, res.Status, res.Body)
+		}
+	}
+	res := get(apitest.Key)
+	if retry, err := strconv.Atoi(res.Header.Get("Retry-After")); res.Status != http.StatusTooManyRequests || err != nil || retry < 1 || retry > 10 ||
+		res.Header.Get("RateLimit-Policy") != `"caller";q=2;w=20` || !strings.HasPrefix(res.Header.Get("RateLimit"), `"caller";r=0;t=`) {
+		t.Fatalf("the third request at once: %d %s %v, want 429 with Retry-After and the RateLimit headers", res.Status, res.Body, res.Header)
+	}
+	grpc := s.RPCClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key)
+	if _, err := grpc.ListUsers(context.Background(), &usersv1.ListUsersRequest{}); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Errorf("ListUsers over gRPC with the spent key: %v, want resource_exhausted", err)
+	}
+	if res := get("another-key-0123456789"); res.Status != http.StatusOK {
+		t.Errorf("another key: %d %s", res.Status, res.Body)
+	}
+	if res := get("not-a-key-0123456789"); res.Status != http.StatusOK {
+		t.Errorf("a wrong key on a public read: %d %s, want it served as to anyone", res.Status, res.Body)
+	}
+	if res := s.Do(t, http.DefaultClient, apitest.Request{Method: "DELETE", Path: "/users/1"}); res.Status != http.StatusUnauthorized {
+		t.Errorf("a delete without a key: %d %s", res.Status, res.Body)
+	}
+	for reason, want := range map[string]float64{"rate": 2, "no_credential": 1} {
+		if got := metricValue(t, admin, "usersd_refused_requests_total", map[string]string{"reason": reason}); got != want {
+			t.Errorf("usersd_refused_requests_total{reason=%q} = %v, want %v", reason, got, want)
+		}
+	}
+	if body := string(admin.Do(t, apitest.HTTP1Client, apitest.Request{Method: "GET", Path: "/metrics"}).Body); strings.Contains(body, apitest.Key) || strings.Contains(body, `caller="`) {
+		t.Errorf("the metrics hold a key or a caller label")
 	}
 }
