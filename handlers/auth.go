@@ -80,7 +80,7 @@ func (a *authorizer) identify(r *http.Request) (id identity, presented bool, err
 	if err != nil {
 		return identity{bearer: true}, true, connect.NewError(connect.CodeUnauthenticated, err)
 	}
-	return identity{caller: users.Caller{ID: "sub:" + t.subject, Name: t.subject}, scopes: t.scopes,
+	return identity{caller: users.Caller{ID: "sub:" + t.subject, Name: t.subject, Expires: t.expiry.Add(bearerLeeway)}, scopes: t.scopes,
 		bucket: "sub " + t.subject, bearer: true}, true, nil
 }
 

@@ -233,3 +233,60 @@ func TestTheServiceStartsWhileTheIssuerIsDown(t *testing.T) {
 	iss.SetDown(false)
 	waitForKeys(t, s, iss)
 }
+
+// TestAWatchEndsWhenItsTokenExpires: a watch opened with a bearer token ends, unauthenticated,
+// when the token expires (its exp and the 30 s of leeway), over SSE and over Connect.
+func TestAWatchEndsWhenItsTokenExpires(t *testing.T) {
+	iss := oidctest.Start(t)
+	s := startBearerService(t, iss, time.Hour)
+	waitForKeys(t, s, iss)
+	// A token accepted for 5 to 6 s more (once expired, a public read would be served as to anyone).
+	shortLived := func() string {
+		claims := iss.Claims(bearerAudience, "short-lived", "users.read")
+		claims["exp"] = time.Now().Add(-bearerLeeway + 6*time.Second).Unix()
+		return iss.Sign(t, "rs256", claims)
+	}
+
+	t.Run("SSE", func(t *testing.T) {
+		token := shortLived()
+		res, err := apitest.OpenEventStream(t.Context(), s.Server, apitest.HTTP1Client, -1, "", http.Header{"Authorization": {"Bearer " + token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		ended := make(chan error, 1)
+		go func() { ended <- apitest.ReadEventStream(res.Body, make(chan apitest.WatchedEvent, 1000)) }()
+		select {
+		case err := <-ended:
+			if err == nil || !strings.Contains(err.Error(), "expired") {
+				t.Fatalf("the stream ended with %v, want an error event saying the credential expired", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the watch still runs 20 s after it opened with a token that had 6 s left")
+		}
+	})
+	t.Run("Connect", func(t *testing.T) {
+		token := shortLived()
+		ctx, info := connect.NewClientContext(t.Context())
+		info.RequestHeader().Set("Authorization", "Bearer "+token)
+		stream, err := usersv1connect.NewUsersClient(apitest.H2CClient, s.BaseURL).WatchUsers(ctx, &usersv1.WatchUsersRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stream.Close()
+		done := make(chan error, 1)
+		go func() {
+			for stream.Receive() {
+			}
+			done <- stream.Err()
+		}()
+		select {
+		case err := <-done:
+			if connect.CodeOf(err) != connect.CodeUnauthenticated {
+				t.Fatalf("the stream ended with %v, want unauthenticated", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the watch still runs 20 s after it opened with a token that had 6 s left")
+		}
+	})
+}

@@ -2,7 +2,10 @@
 // checked the caller's credentials (the HTTP face), and read by the rules that depend on it.
 package users
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Caller is who makes a request.
 type Caller struct {
@@ -12,6 +15,9 @@ type Caller struct {
 	// Name is who the caller is to people: the API key's name or the token's subject. It is what
 	// the change log records as a change's actor, and what logs and traces name.
 	Name string
+	// Expires is when the credential stops being valid (a bearer token's expiry); zero for one that
+	// does not expire (an API key). A watch ends then.
+	Expires time.Time
 }
 
 type callerKey struct{}

@@ -79,8 +79,15 @@ func (s *Service) Watch(ctx context.Context, req *usersv1.WatchUsersRequest, str
 	if err != nil {
 		return resumeError(after, err)
 	}
-	_, credentialed := CallerOf(ctx)
+	caller, credentialed := CallerOf(ctx)
 	ws := &watch{service: s, role: req.GetRole(), showActors: credentialed, last: after, stream: stream}
+	// A watch lasts no longer than the credential it was opened with: a token that expires ends it.
+	var expired <-chan time.Time
+	if !caller.Expires.IsZero() {
+		timer := time.NewTimer(time.Until(caller.Expires))
+		defer timer.Stop()
+		expired = timer.C
+	}
 	if after < 0 {
 		ws.last = first.Latest
 	}
@@ -124,6 +131,9 @@ func (s *Service) Watch(ctx context.Context, req *usersv1.WatchUsersRequest, str
 			if err := ws.sendHeartbeat(); err != nil {
 				return err
 			}
+		case <-expired:
+			return NewError(connect.CodeUnauthenticated, "",
+				"the credential this watch was opened with has expired; watch again with a new one, after sequence %d", ws.last)
 		}
 	}
 }
