@@ -12,12 +12,7 @@ import (
 // key named importer carries actor "importer" to a watcher that sent a key, and no actor to one
 // that sent none (public reads do not tell anyone who changed what).
 func TestAWatchSeesWhoMadeEachChangeOnlyWithACredential(t *testing.T) {
-	keys := &APIKeys{}
-	for _, line := range scopesTestKeys {
-		key, _ := ParseAPIKey(line)
-		keys.Add(key)
-	}
-	s := startServerWith(t, Config{Keys: keys})
+	s := startServerWith(t, Config{Keys: scopesTestKeySet(t)})
 	for _, p := range apitest.WatchProtocols() {
 		t.Run(p.Name, func(t *testing.T) {
 			keyed, err := apitest.OpenWatchWithKey(t, s.Server, p, scopesReaderKey, -1, "")

@@ -22,12 +22,7 @@ const bearerAudience = "usersd-test"
 // startBearerService serves the users with the keys of the scopes tests and bearer tokens of iss.
 func startBearerService(t *testing.T, iss *oidctest.Issuer, refetchEvery time.Duration) *testServer {
 	t.Helper()
-	keys := &APIKeys{}
-	for _, line := range scopesTestKeys {
-		key, _ := ParseAPIKey(line)
-		keys.Add(key)
-	}
-	return startServerWith(t, Config{Keys: keys, Background: t.Context(),
+	return startServerWith(t, Config{Keys: scopesTestKeySet(t), Background: t.Context(),
 		Bearer: &BearerConfig{Issuer: iss.URL, Audience: bearerAudience, RefetchEvery: refetchEvery}})
 }
 

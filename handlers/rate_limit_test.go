@@ -34,12 +34,7 @@ func startRateLimitedService(t *testing.T, perSecond float64, burst int) (*testS
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := &APIKeys{}
-	for _, line := range scopesTestKeys {
-		key, _ := ParseAPIKey(line)
-		keys.Add(key)
-	}
-	s := startServerWith(t, Config{Store: counted, Keys: keys, RateLimit: perSecond, RateBurst: burst, Logger: slog.New(slog.DiscardHandler)})
+	s := startServerWith(t, Config{Store: counted, Keys: scopesTestKeySet(t), RateLimit: perSecond, RateBurst: burst, Logger: slog.New(slog.DiscardHandler)})
 	storeCalls := func() float64 {
 		families, err := registry.Gather()
 		if err != nil {

@@ -34,6 +34,22 @@ var scopesTestKeys = []string{
 	scopesWriterKey + " name=importer scopes=users.write",
 }
 
+// scopesTestKeySet is the set of scopesTestKeys.
+func scopesTestKeySet(t testing.TB) *APIKeys {
+	t.Helper()
+	keys := &APIKeys{}
+	for _, line := range scopesTestKeys {
+		key, err := ParseAPIKey(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := keys.Add(key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return keys
+}
+
 // checkOutcome is what the credential check does with a request.
 type checkOutcome string
 
@@ -164,17 +180,7 @@ func startScopesTestService(t *testing.T, privateReads bool) (*Service, *httptes
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	keys := &APIKeys{}
-	for _, line := range scopesTestKeys {
-		key, err := ParseAPIKey(line)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := keys.Add(key); err != nil {
-			t.Fatal(err)
-		}
-	}
-	svc, err := New(Config{Store: st, Keys: keys, PrivateReads: privateReads, Logger: slog.New(slog.DiscardHandler),
+	svc, err := New(Config{Store: st, Keys: scopesTestKeySet(t), PrivateReads: privateReads, Logger: slog.New(slog.DiscardHandler),
 		WatchHeartbeat: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
