@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -105,24 +106,38 @@ var (
 func (a *authorizer) require(need Scopes, anonymous bool, next http.Handler) http.Handler {
 	publicRead := anonymous && !a.privateReads
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.Contains(r.URL.RawQuery, "access_token") && r.URL.Query().Has("access_token") {
+		if tokenInQuery(r.URL.RawQuery) {
 			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_request"`)
 			a.refuse(w, r, refusedBadCredential, "", errTokenInURL)
 			return
 		}
+		var address string
+		if a.limiter != nil {
+			address = anonymousCaller(r)
+			// An address whose wrong credentials have spent its failures' bucket has no credential
+			// looked at, right or wrong, until the bucket refills: the answer must not tell a
+			// guesser which guess was right.
+			if hasCredential(r) {
+				if decision := a.limiter.peek(failuresBucket(address), time.Now()); !decision.allowed {
+					a.refuseRate(w, r, decision)
+					return
+				}
+			}
+		}
 		id, presented, err := a.identify(r)
 		valid := presented && err == nil
 		if a.limiter != nil {
-			bucket := anonymousCaller(r)
+			if presented && !valid {
+				a.limiter.take(failuresBucket(address), time.Now())
+			}
+			bucket := address
 			if valid {
 				bucket = id.bucket
 			}
 			decision := a.limiter.take(bucket, time.Now())
 			a.limiter.setHeaders(w.Header(), decision)
 			if !decision.allowed {
-				a.refuse(w, r, refusedRate, "", newHTTPError(http.StatusTooManyRequests, connect.CodeResourceExhausted,
-					"too many requests: each caller may make %g a second, in bursts of %d; retry in %d s",
-					float64(a.limiter.limit), a.limiter.burst, ceilSeconds(decision.retry)))
+				a.refuseRate(w, r, decision)
 				return
 			}
 		}
@@ -160,6 +175,32 @@ func (a *authorizer) require(need Scopes, anonymous bool, next http.Handler) htt
 		}
 		next.ServeHTTP(w, r.WithContext(users.WithCaller(r.Context(), id.caller)))
 	})
+}
+
+// refuseRate answers a request over its caller's rate.
+func (a *authorizer) refuseRate(w http.ResponseWriter, r *http.Request, decision rateDecision) {
+	a.limiter.setHeaders(w.Header(), decision)
+	a.refuse(w, r, refusedRate, "", newHTTPError(http.StatusTooManyRequests, connect.CodeResourceExhausted,
+		"too many requests: each caller may make %g a second, in bursts of %d; retry in %d s",
+		float64(a.limiter.limit), a.limiter.burst, ceilSeconds(decision.retry)))
+}
+
+// hasCredential reports whether r carries a credential, valid or not.
+func hasCredential(r *http.Request) bool {
+	return r.Header.Get(APIKeyHeader) != "" || r.Header.Get("Authorization") != ""
+}
+
+// failuresBucket is the bucket that an address's wrong credentials take from.
+func failuresBucket(address string) string { return "failures of " + address }
+
+// tokenInQuery reports whether a query string carries access_token, however it is escaped; the
+// query is parsed only if it could.
+func tokenInQuery(rawQuery string) bool {
+	if !strings.Contains(rawQuery, "access_token") && !strings.Contains(rawQuery, "%") {
+		return false
+	}
+	query, _ := url.ParseQuery(rawQuery)
+	return query.Has("access_token")
 }
 
 // refuse answers err and counts the refusal by reason; keyReason, if any, is also counted as the

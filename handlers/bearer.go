@@ -66,10 +66,17 @@ type bearerVerifier struct {
 
 	mu          sync.Mutex
 	keys        *jose.JSONWebKeySet // nil until the first fetch succeeds
+	generation  int                 // grows with each fetch that replaces keys
 	lastFetched time.Time
-	fetching    chan struct{} // closed when the fetch under way ends; nil when none is
+	fetching    *keyFetch // the fetch under way; nil when none is
 	verified    map[string]verifiedToken
 	cachedBytes int
+}
+
+// keyFetch is a fetch of the keys, which every caller that wants one while it runs waits for.
+type keyFetch struct {
+	done chan struct{} // closed when it ends
+	err  error         // what it ended with, once done is closed
 }
 
 // verifiedToken is what a verified token says, kept until it expires.
@@ -98,8 +105,8 @@ func (c BearerConfig) Check() error {
 	return nil
 }
 
-// newBearerVerifier checks config, and starts fetching the keys until ctx ends.
-func newBearerVerifier(ctx context.Context, config BearerConfig, logger *slog.Logger) (*bearerVerifier, error) {
+// newBearerVerifier checks config. The keys are fetched once keepKeys runs.
+func newBearerVerifier(config BearerConfig, logger *slog.Logger) (*bearerVerifier, error) {
 	if err := config.Check(); err != nil {
 		return nil, err
 	}
@@ -112,9 +119,16 @@ func newBearerVerifier(ctx context.Context, config BearerConfig, logger *slog.Lo
 	if config.Client == nil {
 		config.Client = &http.Client{Timeout: 10 * time.Second}
 	}
-	v := &bearerVerifier{config: config, logger: logger, verified: map[string]verifiedToken{}}
-	go v.keepKeys(ctx)
-	return v, nil
+	// A redirect is held to the issuer's rule too: keys fetched in the clear could be anyone's.
+	client := *config.Client
+	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 5 {
+			return errors.New("too many redirects")
+		}
+		return checkIssuerURL(req.URL.String())
+	}
+	config.Client = &client
+	return &bearerVerifier{config: config, logger: logger, verified: map[string]verifiedToken{}}, nil
 }
 
 // checkIssuerURL accepts an https URL, or an http one on the loopback interface (an issuer on the
@@ -146,7 +160,7 @@ func isLoopbackHost(host string) bool {
 func (v *bearerVerifier) keepKeys(ctx context.Context) {
 	wait := time.Second
 	for {
-		err := v.fetch(ctx)
+		err := v.fetch(ctx, false)
 		switch {
 		case err == nil:
 			wait = v.config.RefreshEvery
@@ -174,36 +188,46 @@ func (v *bearerVerifier) loaded() bool {
 	return v.keys != nil
 }
 
-// fetch fetches the keys once, or waits for the fetch under way.
-func (v *bearerVerifier) fetch(ctx context.Context) error {
+// fetch fetches the keys once, or waits for the fetch under way and returns what it ended with.
+// With onlyIfDue, it fetches only if the last fetch began RefetchEvery ago or more, and otherwise
+// returns at once. The fetch itself is not the caller's: it runs on its own, for up to 10 s, so
+// that a client that leaves cannot cancel it for everyone waiting.
+func (v *bearerVerifier) fetch(ctx context.Context, onlyIfDue bool) error {
 	v.mu.Lock()
-	if v.fetching != nil {
-		done := v.fetching
-		v.mu.Unlock()
-		select {
-		case <-done:
+	f := v.fetching
+	if f == nil {
+		if onlyIfDue && time.Since(v.lastFetched) < v.config.RefetchEvery {
+			v.mu.Unlock()
 			return nil
-		case <-ctx.Done():
-			return ctx.Err()
 		}
+		f = &keyFetch{done: make(chan struct{})}
+		v.fetching, v.lastFetched = f, time.Now()
+		go v.run(f)
 	}
-	done := make(chan struct{})
-	v.fetching = done
-	v.lastFetched = time.Now()
 	v.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
+// run downloads the keys for f and, if that works, makes them the keys.
+func (v *bearerVerifier) run(f *keyFetch) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	keys, err := v.download(ctx)
-
 	v.mu.Lock()
+	defer v.mu.Unlock()
 	if err == nil {
 		v.keys = keys
-		v.verified = map[string]verifiedToken{} // a withdrawn key's tokens are verified again
-		v.cachedBytes = 0
+		v.generation++
+		v.verified, v.cachedBytes = map[string]verifiedToken{}, 0 // a withdrawn key's tokens are verified again
 	}
+	f.err = err
 	v.fetching = nil
-	close(done)
-	v.mu.Unlock()
-	return err
+	close(f.done)
 }
 
 // download reads the discovery document and the key set it names.
@@ -276,7 +300,7 @@ func (v *bearerVerifier) verify(ctx context.Context, token string, now time.Time
 	}
 	v.mu.Lock()
 	cached, hit := v.verified[token]
-	keys := v.keys
+	keys, generation := v.keys, v.generation
 	v.mu.Unlock()
 	if hit {
 		if now.Add(-bearerLeeway).After(cached.expiry) {
@@ -298,7 +322,7 @@ func (v *bearerVerifier) verify(ctx context.Context, token string, now time.Time
 	} else if len(candidates) == 0 {
 		// A kid the keys lack: the issuer may have rotated in a new key. Fetch them again, at most
 		// once every RefetchEvery, however many such tokens come.
-		if keys = v.refetchForUnknownKey(ctx); keys != nil {
+		if keys, generation = v.refetchForUnknownKey(ctx); keys != nil {
 			candidates = keys.Key(header.KeyID)
 		}
 		if len(candidates) == 0 {
@@ -326,37 +350,33 @@ func (v *bearerVerifier) verify(ctx context.Context, token string, now time.Time
 	case claims.Expiry == nil:
 		return verifiedToken{}, errTokenInvalid{"it has no expiry (exp)"}
 	case claims.Subject == "" || len(claims.Subject) > maxActorBytes || !printable(claims.Subject):
-		return verifiedToken{}, errTokenInvalid{fmt.Sprintf("its subject (sub) must be 1 to %d printable characters", maxActorBytes)}
+		return verifiedToken{}, errTokenInvalid{fmt.Sprintf("its subject (sub) must be 1 to %d printable ASCII characters", maxActorBytes)}
 	}
 	result := verifiedToken{subject: claims.Subject, scopes: claims.scopes(), expiry: claims.Expiry.Time()}
-	v.remember(token, result)
+	v.remember(token, result, generation)
 	return result, nil
 }
 
-// refetchForUnknownKey fetches the keys again if the last fetch is older than RefetchEvery, and
-// returns them; nil if it did not fetch.
-func (v *bearerVerifier) refetchForUnknownKey(ctx context.Context) *jose.JSONWebKeySet {
-	v.mu.Lock()
-	due := time.Since(v.lastFetched) >= v.config.RefetchEvery
-	v.mu.Unlock()
-	if !due {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := v.fetch(ctx); err != nil {
+// refetchForUnknownKey fetches the keys again if the last fetch began RefetchEvery ago or more,
+// and returns the keys then current and their generation.
+func (v *bearerVerifier) refetchForUnknownKey(ctx context.Context) (*jose.JSONWebKeySet, int) {
+	if err := v.fetch(ctx, true); err != nil {
 		v.logger.Warn("the token issuer's keys could not be fetched for a token of an unknown key", "issuer", v.config.Issuer, "error", err)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.keys
+	return v.keys, v.generation
 }
 
 // remember keeps a verified token until the cache is full, when it starts again empty: tokens get
-// in only verified, so a flood of bad ones cannot push good ones out.
-func (v *bearerVerifier) remember(token string, t verifiedToken) {
+// in only verified, so a flood of bad ones cannot push good ones out. A token verified with keys
+// that a fetch has since replaced is not kept: its key may have been withdrawn.
+func (v *bearerVerifier) remember(token string, t verifiedToken, generation int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if generation != v.generation {
+		return
+	}
 	if v.cachedBytes+len(token) > verifiedCacheBytes {
 		v.verified, v.cachedBytes = map[string]verifiedToken{}, 0
 	}
@@ -398,9 +418,11 @@ func claimError(err error) string {
 	return "its claims do not hold"
 }
 
+// printable reports whether s is printable ASCII, as OpenID Connect's sub is: a subject goes into
+// logs and the change log, where control and direction characters could forge or hide text.
 func printable(s string) bool {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
+	for i := range len(s) {
+		if s[i] < 0x20 || s[i] > 0x7e {
 			return false
 		}
 	}

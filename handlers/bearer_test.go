@@ -121,12 +121,14 @@ func TestBearerTokensAreVerifiedAsSection13Says(t *testing.T) {
 		})
 	}
 
-	t.Run("a token in the query string", func(t *testing.T) {
-		res := s.Do(t, apitest.HTTP1Client, apitest.Request{Method: "GET", Path: "/users?access_token=" + good})
-		if res.Status != http.StatusUnauthorized || res.Header.Get("WWW-Authenticate") != `Bearer error="invalid_request"` {
-			t.Fatalf("%d %s (WWW-Authenticate %q), want 401 invalid_request", res.Status, res.Body, res.Header.Get("WWW-Authenticate"))
-		}
-	})
+	for _, name := range []string{"access_token", "access%5Ftoken", "%61ccess_token"} {
+		t.Run("a token in the query string as "+name, func(t *testing.T) {
+			res := s.Do(t, apitest.HTTP1Client, apitest.Request{Method: "GET", Path: "/users?" + name + "=" + good})
+			if res.Status != http.StatusUnauthorized || res.Header.Get("WWW-Authenticate") != `Bearer error="invalid_request"` {
+				t.Fatalf("%d %s (WWW-Authenticate %q), want 401 invalid_request", res.Status, res.Body, res.Header.Get("WWW-Authenticate"))
+			}
+		})
+	}
 	t.Run("a key and a token at once", func(t *testing.T) {
 		res := s.Do(t, apitest.HTTP1Client, apitest.Request{Method: "POST", Path: "/users", Body: `{"name":"Two"}`,
 			Header: map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + good, APIKeyHeader: scopesFullKey}})

@@ -77,10 +77,11 @@ func waitForBenchKeys(b *testing.B, h http.Handler, req *http.Request, body []by
 // the signature and the claims, by algorithm (the cache is emptied before each).
 func BenchmarkBearerVerifyUnseen(b *testing.B) {
 	iss := oidctest.Start(b)
-	v, err := newBearerVerifier(b.Context(), BearerConfig{Issuer: iss.URL, Audience: bearerAudience}, slog.New(slog.DiscardHandler))
+	v, err := newBearerVerifier(BearerConfig{Issuer: iss.URL, Audience: bearerAudience}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
+	go v.keepKeys(b.Context())
 	for !v.loaded() {
 		time.Sleep(10 * time.Millisecond)
 	}

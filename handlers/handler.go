@@ -159,11 +159,7 @@ func New(cfg Config) (*Service, error) {
 		burst = max(1, int(math.Ceil(2*cfg.RateLimit)))
 	}
 	if cfg.Bearer != nil {
-		background := cfg.Background
-		if background == nil {
-			background = context.Background()
-		}
-		if routes.auth.bearer, err = newBearerVerifier(background, *cfg.Bearer, cfg.Logger); err != nil {
+		if routes.auth.bearer, err = newBearerVerifier(*cfg.Bearer, cfg.Logger); err != nil {
 			return nil, fmt.Errorf("bearer tokens: %w", err)
 		}
 	}
@@ -171,6 +167,9 @@ func New(cfg Config) (*Service, error) {
 	routes.watchSlots = newWatchSlots(cfg.WatchersPerAddress, cfg.WatchersPerConnection)
 	if err := addRoutes(routes, deps{Config: cfg, users: service, errs: routes.errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
+	}
+	if bearer := routes.auth.bearer; bearer != nil { // only now that New cannot fail
+		go bearer.keepKeys(cmp.Or(cfg.Background, context.Background()))
 	}
 	obs := observer{metrics: metrics, accessLog: cfg.AccessLog, logProbes: cfg.LogProbes, routes: routes}
 	if cfg.Tracing != nil {

@@ -92,6 +92,23 @@ func (l *rateLimiter) take(caller string, now time.Time) rateDecision {
 	return rateDecision{allowed: true, remaining: int(b.limiter.TokensAt(now))}
 }
 
+// peek says whether caller's bucket has a token, without taking it. A caller without a bucket has
+// a full one.
+func (l *rateLimiter) peek(caller string, now time.Time) rateDecision {
+	shard := &l.shards[maphash.String(l.seed, caller)%rateShards]
+	shard.mu.Lock()
+	defer shard.mu.Unlock()
+	b := shard.buckets[caller]
+	if b == nil {
+		return rateDecision{allowed: true, remaining: l.burst}
+	}
+	tokens := b.limiter.TokensAt(now)
+	if tokens < 1 {
+		return rateDecision{retry: time.Duration((1 - tokens) / float64(l.limit) * float64(time.Second))}
+	}
+	return rateDecision{allowed: true, remaining: int(tokens)}
+}
+
 // evictOne drops a bucket of the shard, which holds its lock: see rateLimiter. Go's map iteration
 // starts at a random place, so the buckets looked at are a sample.
 func (s *rateShard) evictOne(now time.Time, burst int) {

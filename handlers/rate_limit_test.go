@@ -115,8 +115,10 @@ func TestACallerOverItsRateIsRefusedWithTheDraftHeaders(t *testing.T) {
 	}
 }
 
-// TestGuessingKeysIsLimitedByAddress: requests with wrong keys spend their address's bucket, so
-// that guessing keys goes no faster than the limit; and the refusals are counted by reason.
+// TestGuessingKeysIsLimitedByAddress: requests with wrong keys spend their address's bucket of
+// failures, so that guessing keys goes no faster than the limit; and once it is spent, a right key
+// from that address is refused the same way, so that the answer does not tell which guess was
+// right.
 func TestGuessingKeysIsLimitedByAddress(t *testing.T) {
 	s, _ := startRateLimitedService(t, 0.1, 2)
 	statuses := map[int]int{}
@@ -127,6 +129,11 @@ func TestGuessingKeysIsLimitedByAddress(t *testing.T) {
 	}
 	if statuses[http.StatusUnauthorized] != 2 || statuses[http.StatusTooManyRequests] != 3 {
 		t.Fatalf("5 guesses answered %v, want 2 401s then 3 429s", statuses)
+	}
+	right := s.Do(t, apitest.HTTP1Client, apitest.Request{Method: "POST", Path: "/users", Body: `{"name":"x"}`,
+		Header: map[string]string{APIKeyHeader: scopesFullKey, "Content-Type": "application/json"}})
+	if right.Status != http.StatusTooManyRequests {
+		t.Fatalf("the right key after the guesses: %d %s, want 429 like a wrong one", right.Status, right.Body)
 	}
 }
 

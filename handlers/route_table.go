@@ -145,6 +145,10 @@ func (t *routeTable) rpc(path string, h http.Handler, methods []rpcMethod) {
 // route is one. It records the route in each request it serves (see requestInfo): its pattern
 // without the method is the route label of the request's metrics and span.
 func (t *routeTable) add(r route, h http.Handler) {
+	if r.access == accessProtected && r.scope == 0 {
+		t.err = errors.Join(t.err, fmt.Errorf("route %q is protected but needs no scope: it would answer anyone", r.pattern))
+		return
+	}
 	label := r.pattern
 	if i := strings.IndexAny(label, " \t"); i >= 0 {
 		label = strings.TrimLeft(label[i:], " \t")

@@ -205,6 +205,16 @@ func TestAPublicRouteThatMayWriteMustSayWhy(t *testing.T) {
 	}
 }
 
+// TestAProtectedRouteMustNeedAScope: a protected route without a scope would answer anyone, so the
+// table refuses it and New would fail.
+func TestAProtectedRouteMustNeedAScope(t *testing.T) {
+	table := newRouteTable(NewAPIKeys("k"), slog.New(slog.DiscardHandler), nil, 0)
+	table.protected("POST /a", 0, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	if table.err == nil || len(table.routes) != 0 {
+		t.Fatalf("a protected route without a scope was taken (err %v, %d routes)", table.err, len(table.routes))
+	}
+}
+
 // needsKey is the rule TestEveryWriteIsRefusedWithoutAValidKey holds the table to, written apart
 // from the table's own: only GET and HEAD, NO_SIDE_EFFECTS methods and publicWrites go without a key.
 func needsKey(pattern string) bool {
