@@ -126,8 +126,9 @@ func (a *authorizer) require(need Scopes, anonymous bool, next http.Handler) htt
 		}
 		id, presented, err := a.identify(r)
 		valid := presented && err == nil
+		unavailable := errors.Is(err, errKeysNotLoaded) // no fault of the credential's
 		if a.limiter != nil {
-			if presented && !valid {
+			if presented && !valid && !unavailable {
 				a.limiter.take(failuresBucket(address), time.Now())
 			}
 			bucket := address
@@ -149,8 +150,8 @@ func (a *authorizer) require(need Scopes, anonymous bool, next http.Handler) htt
 		case !presented:
 			a.refuse(w, r, refusedNoCredential, "missing", errUnauthenticated)
 			return
-		case errors.Is(err, errKeysNotLoaded):
-			a.refuse(w, r, refusedBadCredential, "", connect.NewError(connect.CodeUnavailable, err))
+		case unavailable:
+			a.errs.write(w, r, connect.NewError(connect.CodeUnavailable, err)) // not a refusal: the service cannot tell yet
 			return
 		case err != nil:
 			keyReason := "invalid"
