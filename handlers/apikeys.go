@@ -15,6 +15,10 @@ import (
 // APIKeyHeader carries the caller's key (gRPC metadata of the same name).
 const APIKeyHeader = "x-api-key"
 
+// apiKeyHeaderKey is APIKeyHeader as net/http keys a header map: looking it up in this form costs
+// no canonicalisation (and no allocation) on every request.
+const apiKeyHeaderKey = "X-Api-Key"
+
 // MinAPIKeyLength is the shortest key accepted: a key is a password that scripts send, and one a
 // person could guess or type from memory is too short.
 const MinAPIKeyLength = 16

@@ -54,7 +54,7 @@ type identity struct {
 // identify checks the credential r carries: an API key in x-api-key, or a bearer token in
 // Authorization. presented is false when there is none; err says why one is refused.
 func (a *authorizer) identify(r *http.Request) (id identity, presented bool, err error) {
-	secret, authorization := r.Header.Get(APIKeyHeader), r.Header.Get("Authorization")
+	secret, authorization := r.Header.Get(apiKeyHeaderKey), r.Header.Get("Authorization")
 	switch {
 	case secret != "" && authorization != "":
 		return identity{}, true, errTwoCredentials
@@ -188,7 +188,7 @@ func (a *authorizer) refuseRate(w http.ResponseWriter, r *http.Request, decision
 
 // hasCredential reports whether r carries a credential, valid or not.
 func hasCredential(r *http.Request) bool {
-	return r.Header.Get(APIKeyHeader) != "" || r.Header.Get("Authorization") != ""
+	return r.Header.Get(apiKeyHeaderKey) != "" || r.Header.Get("Authorization") != ""
 }
 
 // failuresBucket is the bucket that an address's wrong credentials take from.
