@@ -73,7 +73,7 @@ type rateDecision struct {
 
 // take takes a token from caller's bucket, if it has one.
 func (l *rateLimiter) take(caller string, now time.Time) rateDecision {
-	shard := &l.shards[maphash.String(l.seed, caller)%rateShards]
+	shard := l.shardOf(caller)
 	shard.mu.Lock()
 	defer shard.mu.Unlock()
 	b := shard.buckets[caller]
@@ -85,25 +85,30 @@ func (l *rateLimiter) take(caller string, now time.Time) rateDecision {
 		shard.buckets[caller] = b
 	}
 	b.lastUsed = now
-	if !b.limiter.AllowN(now, 1) {
-		missing := 1 - b.limiter.TokensAt(now)
-		return rateDecision{retry: time.Duration(missing / float64(l.limit) * float64(time.Second))}
-	}
-	return rateDecision{allowed: true, remaining: int(b.limiter.TokensAt(now))}
+	taken := b.limiter.AllowN(now, 1)
+	return l.decision(taken, b.limiter.TokensAt(now))
 }
 
 // peek says whether caller's bucket has a token, without taking it. A caller without a bucket has
 // a full one.
 func (l *rateLimiter) peek(caller string, now time.Time) rateDecision {
-	shard := &l.shards[maphash.String(l.seed, caller)%rateShards]
+	shard := l.shardOf(caller)
 	shard.mu.Lock()
 	defer shard.mu.Unlock()
-	b := shard.buckets[caller]
-	if b == nil {
-		return rateDecision{allowed: true, remaining: l.burst}
+	tokens := float64(l.burst)
+	if b := shard.buckets[caller]; b != nil {
+		tokens = b.limiter.TokensAt(now)
 	}
-	tokens := b.limiter.TokensAt(now)
-	if tokens < 1 {
+	return l.decision(tokens >= 1, tokens)
+}
+
+func (l *rateLimiter) shardOf(caller string) *rateShard {
+	return &l.shards[maphash.String(l.seed, caller)%rateShards]
+}
+
+// decision is what a bucket holding tokens says: allowed, or how long until it has a whole token.
+func (l *rateLimiter) decision(allowed bool, tokens float64) rateDecision {
+	if !allowed {
 		return rateDecision{retry: time.Duration((1 - tokens) / float64(l.limit) * float64(time.Second))}
 	}
 	return rateDecision{allowed: true, remaining: int(tokens)}
