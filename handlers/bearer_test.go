@@ -287,3 +287,27 @@ func TestAWatchEndsWhenItsTokenExpires(t *testing.T) {
 		}
 	})
 }
+
+// TestATokenOfAWithdrawnKeyStopsBeingAccepted: a token verified once (and so cached) is refused
+// once the issuer withdraws its key and the service has fetched the keys again.
+func TestATokenOfAWithdrawnKeyStopsBeingAccepted(t *testing.T) {
+	iss := oidctest.Start(t)
+	iss.AddKey(t, "leaving", jose.ES256, true)
+	s := startServerWith(t, Config{Keys: scopesTestKeySet(t), Background: t.Context(),
+		Bearer: &BearerConfig{Issuer: iss.URL, Audience: bearerAudience, RefreshEvery: 200 * time.Millisecond}})
+	waitForKeys(t, s, iss)
+	token := iss.Sign(t, "leaving", iss.Claims(bearerAudience, "alice", "users.write"))
+	if res := createWithToken(t, s, token, "Before"); res.Status != http.StatusCreated {
+		t.Fatalf("a token of a published key: %d %s", res.Status, res.Body)
+	}
+	iss.Publish("leaving", false)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		res := createWithToken(t, s, token, "After")
+		if res.Status == http.StatusUnauthorized {
+			return
+		}
+		if res.Status != http.StatusCreated || time.Now().After(deadline) {
+			t.Fatalf("a token of a withdrawn key, 10 s after: %d %s, want 401 once the keys are fetched again", res.Status, res.Body)
+		}
+	}
+}
