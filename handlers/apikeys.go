@@ -23,7 +23,7 @@ const apiKeyHeaderKey = "X-Api-Key"
 // person could guess or type from memory is too short.
 const MinAPIKeyLength = 16
 
-// APIKey is one valid key: its digest, the name that logs, metrics and the change log record for
+// APIKey is one valid key: its digest, the name that logs, traces and the change log record for
 // its holder (never the key), and its scopes.
 type APIKey struct {
 	digest keyDigest
@@ -106,7 +106,7 @@ func ParseAPIKey(line string) (APIKey, error) {
 			}
 			k.Name = value
 		case "scopes":
-			scopes, err := ParseScopes(value, ",")
+			scopes, err := parseScopeList(value)
 			if err != nil {
 				return APIKey{}, fmt.Errorf("scopes: %w", err)
 			}

@@ -4,6 +4,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -51,10 +52,10 @@ type identity struct {
 	bearer bool
 }
 
-// identify checks the credential r carries: an API key in x-api-key, or a bearer token in
-// Authorization. presented is false when there is none; err says why one is refused.
-func (a *authorizer) identify(r *http.Request) (id identity, presented bool, err error) {
-	secret, authorization := r.Header.Get(apiKeyHeaderKey), r.Header.Get("Authorization")
+// identify checks the credential a request carries: secret, its API key (x-api-key), or
+// authorization, its Authorization header. presented is false when there is none; err says why
+// one is refused.
+func (a *authorizer) identify(ctx context.Context, secret, authorization string, now time.Time) (id identity, presented bool, err error) {
 	switch {
 	case secret != "" && authorization != "":
 		return identity{}, true, errTwoCredentials
@@ -74,7 +75,7 @@ func (a *authorizer) identify(r *http.Request) (id identity, presented bool, err
 	if a.bearer == nil {
 		return identity{bearer: true}, true, errNoIssuer
 	}
-	t, err := a.bearer.verify(r.Context(), strings.TrimSpace(token), time.Now())
+	t, err := a.bearer.verify(ctx, strings.TrimSpace(token), now)
 	if errors.Is(err, errKeysNotLoaded) {
 		return identity{bearer: true}, true, err
 	}
@@ -111,36 +112,38 @@ func (a *authorizer) require(need Scopes, anonymous bool, next http.Handler) htt
 			a.refuse(w, r, refusedBadCredential, "", errTokenInURL)
 			return
 		}
+		secret, authorization := r.Header.Get(apiKeyHeaderKey), r.Header.Get("Authorization")
+		now := time.Now()
 		var address string
 		if a.limiter != nil {
 			address = anonymousCaller(r)
 			// An address whose wrong credentials have spent its failures' bucket has no credential
 			// looked at, right or wrong, until the bucket refills: the answer must not tell a
 			// guesser which guess was right.
-			if hasCredential(r) {
-				if decision := a.limiter.peek(failuresBucket(address), time.Now()); !decision.allowed {
+			if secret != "" || authorization != "" {
+				if decision := a.limiter.peek(failuresBucket(address), now); !decision.allowed {
 					a.refuseRate(w, r, decision)
 					return
 				}
 			}
 		}
-		id, presented, err := a.identify(r)
+		id, presented, err := a.identify(r.Context(), secret, authorization, now)
 		valid := presented && err == nil
 		unavailable := errors.Is(err, errKeysNotLoaded) // no fault of the credential's
 		if a.limiter != nil {
 			if presented && !valid && !unavailable {
-				a.limiter.take(failuresBucket(address), time.Now())
+				a.limiter.take(failuresBucket(address), now)
 			}
 			bucket := address
 			if valid {
 				bucket = id.bucket
 			}
-			decision := a.limiter.take(bucket, time.Now())
-			a.limiter.setHeaders(w.Header(), decision)
+			decision := a.limiter.take(bucket, now)
 			if !decision.allowed {
 				a.refuseRate(w, r, decision)
 				return
 			}
+			a.limiter.setHeaders(w.Header(), decision)
 		}
 		switch {
 		case valid && id.scopes.Has(need):
@@ -184,11 +187,6 @@ func (a *authorizer) refuseRate(w http.ResponseWriter, r *http.Request, decision
 	a.refuse(w, r, refusedRate, "", newHTTPError(http.StatusTooManyRequests, connect.CodeResourceExhausted,
 		"too many requests: each caller may make %g a second, in bursts of %d; retry in %d s",
 		float64(a.limiter.limit), a.limiter.burst, ceilSeconds(decision.retry)))
-}
-
-// hasCredential reports whether r carries a credential, valid or not.
-func hasCredential(r *http.Request) bool {
-	return r.Header.Get(apiKeyHeaderKey) != "" || r.Header.Get("Authorization") != ""
 }
 
 // failuresBucket is the bucket that an address's wrong credentials take from.

@@ -34,8 +34,6 @@ type BearerConfig struct {
 	// RefreshEvery is how often the keys are fetched anyway, so that a key the issuer withdrew
 	// stops being accepted; 0 means 15 minutes.
 	RefreshEvery time.Duration
-	// Client fetches the discovery document and the keys; nil means one with a 10 s timeout.
-	Client *http.Client
 }
 
 // The algorithms a token may be signed with: never "none", never an HMAC (whose key would be the
@@ -63,6 +61,7 @@ var errKeysNotLoaded = errors.New("the token issuer's keys are not loaded yet: t
 type bearerVerifier struct {
 	config BearerConfig
 	logger *slog.Logger
+	client *http.Client // fetches the discovery document and the keys
 
 	mu          sync.Mutex
 	keys        *jose.JSONWebKeySet // nil until the first fetch succeeds
@@ -116,19 +115,17 @@ func newBearerVerifier(config BearerConfig, logger *slog.Logger) (*bearerVerifie
 	if config.RefreshEvery == 0 {
 		config.RefreshEvery = 15 * time.Minute
 	}
-	if config.Client == nil {
-		config.Client = &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{
+		Timeout: 10 * time.Second,
+		// A redirect is held to the issuer's rule too: keys fetched in the clear could be anyone's.
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 5 {
+				return errors.New("too many redirects")
+			}
+			return checkIssuerURL(req.URL.String())
+		},
 	}
-	// A redirect is held to the issuer's rule too: keys fetched in the clear could be anyone's.
-	client := *config.Client
-	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if len(via) >= 5 {
-			return errors.New("too many redirects")
-		}
-		return checkIssuerURL(req.URL.String())
-	}
-	config.Client = &client
-	return &bearerVerifier{config: config, logger: logger, verified: map[string]verifiedToken{}}, nil
+	return &bearerVerifier{config: config, logger: logger, client: client, verified: map[string]verifiedToken{}}, nil
 }
 
 // checkIssuerURL accepts an https URL, or an http one on the loopback interface (an issuer on the
@@ -269,7 +266,7 @@ func (v *bearerVerifier) getJSON(ctx context.Context, target string, into any) e
 		return err
 	}
 	req.Header.Set("Accept", "application/json")
-	res, err := v.config.Client.Do(req)
+	res, err := v.client.Do(req)
 	if err != nil {
 		return err
 	}

@@ -121,17 +121,22 @@ func benchRequests(b *testing.B, method string, header http.Header, targets func
 	return reqs
 }
 
-// benchServe sends a copy of req through h, with its own header map and a fresh body, and fails
-// the benchmark on an unexpected status. The copy and the recorder are part of every iteration.
-func benchServe(b *testing.B, h http.Handler, req *http.Request, body []byte, want int) *httptest.ResponseRecorder {
+// benchCopy is a copy of req with its own header map and body (none if body is nil).
+func benchCopy(req *http.Request, body []byte) *http.Request {
 	r := *req
 	r.Header = req.Header.Clone()
 	r.Body = http.NoBody
 	if body != nil {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
+	return &r
+}
+
+// benchServe sends a copy of req through h, with its own header map and a fresh body, and fails
+// the benchmark on an unexpected status. The copy and the recorder are part of every iteration.
+func benchServe(b *testing.B, h http.Handler, req *http.Request, body []byte, want int) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, &r)
+	h.ServeHTTP(rec, benchCopy(req, body))
 	if rec.Code != want {
 		b.Fatalf("status %d, want %d: %s", rec.Code, want, rec.Body)
 	}

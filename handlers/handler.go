@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
 	"net/url"
 	"path"
@@ -40,10 +39,8 @@ type Config struct {
 	PrivateReads bool
 	// RateLimit is the requests a second each caller may make to the routes of users; 0 means no
 	// limit. RateBurst is the most it may make at once; 0 means twice RateLimit (at least 1).
-	// RateCallers bounds the callers tracked at once; 0 means DefaultRateCallers.
-	RateLimit   float64
-	RateBurst   int
-	RateCallers int
+	RateLimit float64
+	RateBurst int
 	// Bearer, when set, accepts bearer tokens from an OpenID Connect issuer besides API keys.
 	Bearer *BearerConfig
 	// Background ends the service's own background work (fetching the token issuer's keys); nil
@@ -154,16 +151,12 @@ func New(cfg Config) (*Service, error) {
 	health := &storeHealth{store: cfg.Store}
 	routes := newRouteTable(cfg.Keys, cfg.Logger, metrics, cfg.WatchHeartbeat)
 	routes.auth.privateReads = cfg.PrivateReads
-	burst := cfg.RateBurst
-	if burst == 0 {
-		burst = max(1, int(math.Ceil(2*cfg.RateLimit)))
-	}
 	if cfg.Bearer != nil {
 		if routes.auth.bearer, err = newBearerVerifier(*cfg.Bearer, cfg.Logger); err != nil {
 			return nil, fmt.Errorf("bearer tokens: %w", err)
 		}
 	}
-	routes.auth.limiter = newRateLimiter(cfg.RateLimit, burst, cmp.Or(cfg.RateCallers, DefaultRateCallers))
+	routes.auth.limiter = newRateLimiter(cfg.RateLimit, cfg.RateBurst, maxRateCallers)
 	routes.watchSlots = newWatchSlots(cfg.WatchersPerAddress, cfg.WatchersPerConnection)
 	if err := addRoutes(routes, deps{Config: cfg, users: service, errs: routes.errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)

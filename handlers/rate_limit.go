@@ -16,8 +16,8 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// DefaultRateCallers bounds the callers whose buckets are kept (see rateLimiter).
-const DefaultRateCallers = 100_000
+// maxRateCallers bounds the callers whose buckets are kept (see rateLimiter).
+const maxRateCallers = 100_000
 
 // rateShards splits the buckets, so that callers on different cores seldom wait for one lock.
 const rateShards = 64
@@ -37,6 +37,10 @@ type rateLimiter struct {
 	shards [rateShards]rateShard
 	// perShard is the most buckets a shard keeps.
 	perShard int
+	// policy is the RateLimit-Policy header of every answer, as the IETF draft
+	// (draft-ietf-httpapi-ratelimit-headers) writes it: the bucket holds burst requests and fills
+	// up again in w seconds.
+	policy string
 }
 
 type rateShard struct {
@@ -49,14 +53,20 @@ type rateBucket struct {
 	lastUsed time.Time
 }
 
-// newRateLimiter returns a limiter of perSecond requests a second per caller, with bursts of burst,
-// keeping the buckets of about maxCallers callers; nil if perSecond is 0 (no limit).
+// newRateLimiter returns a limiter of perSecond requests a second per caller, with bursts of burst
+// (0: twice perSecond, at least 1), keeping the buckets of about maxCallers callers; nil if
+// perSecond is 0 (no limit).
 func newRateLimiter(perSecond float64, burst, maxCallers int) *rateLimiter {
 	if perSecond <= 0 {
 		return nil
 	}
+	if burst == 0 {
+		burst = max(1, int(math.Ceil(2*perSecond)))
+	}
+	window := math.Ceil(float64(burst) / perSecond)
 	l := &rateLimiter{limit: rate.Limit(perSecond), burst: burst, seed: maphash.MakeSeed(),
-		perShard: max(1, maxCallers/rateShards)}
+		perShard: max(1, maxCallers/rateShards),
+		policy:   `"caller";q=` + strconv.Itoa(burst) + ";w=" + strconv.FormatFloat(window, 'f', 0, 64)}
 	for i := range l.shards {
 		l.shards[i].buckets = map[string]*rateBucket{}
 	}
@@ -135,29 +145,11 @@ func (s *rateShard) evictOne(now time.Time, burst int) {
 	delete(s.buckets, oldest)
 }
 
-// size reports how many buckets are kept.
-func (l *rateLimiter) size() int {
-	n := 0
-	for i := range l.shards {
-		l.shards[i].mu.Lock()
-		n += len(l.shards[i].buckets)
-		l.shards[i].mu.Unlock()
-	}
-	return n
-}
-
-// policyHeader is the RateLimit-Policy of the IETF draft (draft-ietf-httpapi-ratelimit-headers):
-// the bucket holds burst requests and fills up again in window seconds.
-func (l *rateLimiter) policyHeader() string {
-	window := math.Ceil(float64(l.burst) / float64(l.limit))
-	return `"caller";q=` + strconv.Itoa(l.burst) + ";w=" + strconv.FormatFloat(window, 'f', 0, 64)
-}
-
 // setHeaders writes the draft's RateLimit-Policy and RateLimit on an answer, and Retry-After on a
 // refusal: r is what is left of the caller's quota, t the seconds until the bucket is full again
 // (or, when it is empty, until it has a token).
 func (l *rateLimiter) setHeaders(h http.Header, d rateDecision) {
-	h.Set("RateLimit-Policy", l.policyHeader())
+	h.Set("RateLimit-Policy", l.policy)
 	var wait time.Duration
 	if d.allowed {
 		wait = time.Duration(float64(l.burst-d.remaining) / float64(l.limit) * float64(time.Second))

@@ -153,8 +153,8 @@ func TestTheRateLimiterKeepsABoundedNumberOfCallers(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	l = newRateLimiter(10, 20, DefaultRateCallers)
-	for i := range DefaultRateCallers {
+	l = newRateLimiter(10, 20, maxRateCallers)
+	for i := range maxRateCallers {
 		l.take("address 2001:db8:"+strconv.FormatInt(int64(i), 16)+"::/64", now)
 	}
 	runtime.GC()
@@ -165,4 +165,15 @@ func TestTheRateLimiterKeepsABoundedNumberOfCallers(t *testing.T) {
 		t.Errorf("%d callers hold %d MiB, want at most 32", l.size(), held>>20)
 	}
 	runtime.KeepAlive(l)
+}
+
+// size reports how many buckets l keeps.
+func (l *rateLimiter) size() int {
+	n := 0
+	for i := range l.shards {
+		l.shards[i].mu.Lock()
+		n += len(l.shards[i].buckets)
+		l.shards[i].mu.Unlock()
+	}
+	return n
 }

@@ -49,11 +49,11 @@ func scopeNamed(name string) (Scopes, bool) {
 	return 0, false
 }
 
-// ParseScopes reads a list of scopes separated by sep. Every name must be known: a key file that
-// names a scope this version does not know is refused, rather than read as fewer scopes.
-func ParseScopes(list, sep string) (Scopes, error) {
+// parseScopeList reads a keys file's comma-separated list of scopes. Every name must be known: a
+// line that names a scope this version does not know is refused, rather than read as fewer scopes.
+func parseScopeList(list string) (Scopes, error) {
 	var s Scopes
-	for name := range strings.SplitSeq(list, sep) {
+	for name := range strings.SplitSeq(list, ",") {
 		if name == "" {
 			continue
 		}

@@ -371,7 +371,7 @@ func readKeysFile(path string, keys *handlers.APIKeys) error {
 		return fmt.Errorf("API keys file: %w", err)
 	}
 	defer f.Close()
-	found := 0
+	before := keys.Len()
 	lines := bufio.NewScanner(f)
 	for n := 1; lines.Scan(); n++ {
 		line := strings.TrimSpace(lines.Text())
@@ -385,12 +385,11 @@ func readKeysFile(path string, keys *handlers.APIKeys) error {
 		if err != nil {
 			return fmt.Errorf("API keys file %s, line %d: %w", path, n, err)
 		}
-		found++
 	}
 	if err := lines.Err(); err != nil {
 		return fmt.Errorf("API keys file %s: %w", path, err)
 	}
-	if found == 0 {
+	if keys.Len() == before {
 		return fmt.Errorf("API keys file %s holds no key", path)
 	}
 	return nil

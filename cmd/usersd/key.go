@@ -15,7 +15,7 @@ import (
 func runKey(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("usersd key", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	name := fs.String("name", "", "the key's name, which logs, metrics and the change log record (default: after its digest)")
+	name := fs.String("name", "", "the key's name, which logs, traces and the change log record (default: after its digest)")
 	scopes := fs.String("scopes", "users.read,users.write", "the key's scopes, comma-separated")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(stdout, "Usage: usersd key [-name NAME] [-scopes users.read,users.write]\n\nPrints a new API key once, then the line to add to the keys file (-api-keys-file).\n\nFlags:")
