@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"usersd/store"
+	"usersd/store/sqlstore"
 )
 
 // adminHeaderTimeout bounds how long an admin client may take to send its headers.
@@ -44,6 +45,22 @@ func cacheCollectors(cache *store.UserCache) []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "usersd_user_cache_users", Help: "Users held by the in-process user cache.",
 		}, func() float64 { return float64(cache.Len()) }),
+	}
+}
+
+// writeBatchCollectors report the group commit of writes: commits and the writes they carried (their
+// ratio is the mean batch), and the writes waiting for the next commit.
+func writeBatchCollectors(st *sqlstore.Store) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "usersd_write_commits_total", Help: "Commits of batched writes (-write-batch above 1).",
+		}, func() float64 { return float64(st.WriteBatches().Commits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "usersd_write_batched_total", Help: "Writes that batched commits carried, those that failed alone included.",
+		}, func() float64 { return float64(st.WriteBatches().Writes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "usersd_write_waiting", Help: "Writes waiting for the next commit.",
+		}, func() float64 { return float64(st.WriteBatches().Waiting) }),
 	}
 }
 

@@ -32,7 +32,9 @@ type config struct {
 	dbRead       []string
 	dbReadMaxLag time.Duration
 	// dbWait is how long start-up waits for a database that does not answer (starting.go).
-	dbWait      time.Duration
+	dbWait time.Duration
+	// writeBatch is the most writes one commit carries (sqlstore.WithWriteBatch).
+	writeBatch  int64
 	apiKeysFile string
 	// publicReads lets callers without a credential read users (handlers.Config.PrivateReads).
 	publicReads bool
@@ -160,6 +162,7 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	s.string(&dbRead, "db-read", "USERS_DB_READ", "", "postgres:// URLs of streaming standbys of -db that may serve reads, separated by spaces")
 	s.duration(&cfg.dbReadMaxLag, "db-read-max-lag", "USERS_DB_READ_MAX_LAG", time.Second, "how far behind the primary a standby may be to serve a read that sends no Consistency-Token")
 	s.duration(&cfg.dbWait, "db-wait", "USERS_DB_WAIT", 5*time.Minute, "how long start-up waits for a PostgreSQL that does not answer, serving /livez (200) and /readyz (503) meanwhile, before it gives up")
+	s.int64(&cfg.writeBatch, "write-batch", "USERS_WRITE_BATCH", sqlstore.DefaultWriteBatch, "most writes one commit carries, 1 to 64: writes that arrive while a commit is under way are committed together, each keeping its own outcome; 1 commits every write alone")
 	s.string(&cfg.apiKeysFile, "api-keys-file", "USERS_API_KEYS_FILE", "", "file of API keys, one a line: <key> or sha256:<hex digest of the key>, then optionally name=<name> and scopes=users.read,users.write (both if not given); blank lines and lines starting with # are ignored; make a key with `usersd key`")
 	s.string(&cfg.jwtIssuer, "jwt-issuer", "USERS_JWT_ISSUER", "", "URL of an OpenID Connect issuer whose bearer tokens (Authorization: Bearer <JWT>) are accepted besides API keys; its discovery document names its keys; empty means API keys only")
 	s.string(&cfg.jwtAudience, "jwt-audience", "USERS_JWT_AUDIENCE", "", "the audience (aud) a bearer token must be for: this service's client id or URL at the issuer; required with -jwt-issuer")
@@ -292,6 +295,10 @@ func (cfg config) check() error {
 	}
 	if len(cfg.dbRead) > 0 && !strings.HasPrefix(cfg.db, "postgres://") && !strings.HasPrefix(cfg.db, "postgresql://") {
 		errs = append(errs, errors.New("-db-read names standbys of a PostgreSQL primary: -db must be a postgres:// URL"))
+	}
+	if cfg.writeBatch < 1 || cfg.writeBatch > sqlstore.DefaultWriteBatch {
+		// Past 64, PostgreSQL's subtransactions overflow (see sqlstore.DefaultWriteBatch).
+		errs = append(errs, fmt.Errorf("-write-batch must be 1 to %d, got %d", sqlstore.DefaultWriteBatch, cfg.writeBatch))
 	}
 	if cfg.watchersPerAddress < 0 || cfg.watchersPerConnection < 0 {
 		errs = append(errs, fmt.Errorf("-max-watchers-per-address and -max-watchers-per-connection must not be negative, got %d and %d",

@@ -73,7 +73,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 			"api_key", generatedKey)
 	}
 
-	storeOptions := []sqlstore.Option{sqlstore.WithLogger(logger)}
+	storeOptions := []sqlstore.Option{sqlstore.WithLogger(logger), sqlstore.WithWriteBatch(int(cfg.writeBatch))}
 	if cfg.dbDirect != "" {
 		storeOptions = append(storeOptions, sqlstore.WithDirect(cfg.dbDirect))
 	}
@@ -115,6 +115,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	for name, pool := range st.Pools() {
 		registry.MustRegister(collectors.NewDBStatsCollector(pool, name))
 	}
+	registry.MustRegister(writeBatchCollectors(st)...)
 	if len(cfg.dbRead) > 0 {
 		registry.MustRegister(readRoutingCollector{st})
 	}

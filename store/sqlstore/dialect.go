@@ -22,6 +22,9 @@ type dialect struct {
 	// unavailable reports whether err means the database cannot be reached right now, so that the
 	// request can be retried, as opposed to a fault in the request or in the service.
 	unavailable func(err error) bool
+	// retryable reports whether err is a write's that lost to a concurrent transaction (a
+	// deadlock) and would not meet it again once that transaction ends.
+	retryable func(err error) bool
 	// foreignKeyViolation reports whether err is a write that referred to a row that is gone.
 	foreignKeyViolation func(err error) bool
 	// countUsers is the query of how many users have the role ("" for all users), read in the same

@@ -90,7 +90,8 @@ func (s *Store) DeleteExpiredUserEvents(ctx context.Context, limit int) (_ int, 
 	defer s.classifyWrite(ctx, &err)
 	cutoff := micros(s.now().Add(-store.EventTTL))
 	deleted := 0
-	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
+	// Not batched: a sweep deletes up to limit rows, and the requests' writes must not wait for it.
+	err = inTx(ctx, s.writer, nil, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, oldestEventsQuery, limit)
 		if err != nil {
 			return err

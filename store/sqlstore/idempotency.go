@@ -9,33 +9,44 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"usersd/store"
 )
 
 // BeginRequest reserves key for a request with hash, or reports what already holds it. Every step is
-// one statement that either takes the key or does not, so two replicas (or two requests) racing for
-// the same key cannot both take it.
+// one statement that either takes the key or does not, so two replicas (or two requests, in one
+// batch or in two) racing for the same key cannot both take it.
 func (s *Store) BeginRequest(ctx context.Context, key store.RequestKey, hash []byte) (_ store.Reservation, _ *store.Answer, err error) {
-	if err := s.refuseWrite(); err != nil {
-		return store.Reservation{}, nil, err
+	// tried is the reservation of the last insert tried: on an error it is returned too, since the
+	// insert may have been made and its answer lost (see store.Store).
+	var tried, taken store.Reservation
+	var answer *store.Answer
+	err = s.write(ctx, len(key.Caller)+len(key.Key)+len(hash), func(ctx context.Context, tx *sql.Tx) (err error) {
+		tried, taken, answer, err = reserve(ctx, tx, key, hash, s.now())
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrRequestMismatch), errors.Is(err, store.ErrRequestInProgress):
+		return store.Reservation{}, nil, wrapRequestError(key, err)
+	case err != nil:
+		return tried, nil, wrapRequestError(key, err)
 	}
-	// classify, not classifyWrite: a reservation is not acknowledged to anyone. The create that
-	// completes it looks at the file after writing, and its failure gives the key back.
-	defer s.classify(ctx, &err)
-	// Each round either takes the key or finds a record that holds it; a record can vanish between
-	// the two (abandoned, swept) or be taken over by another request, hence a few rounds.
+	return taken, answer, nil
+}
+
+// reserve is BeginRequest's write. Each round either takes the key or finds a record that holds
+// it; a record can vanish between the two (abandoned, swept) or be taken over by another request,
+// hence a few rounds.
+func reserve(ctx context.Context, tx *sql.Tx, key store.RequestKey, hash []byte, now time.Time) (tried, taken store.Reservation, _ *store.Answer, _ error) {
 	for range 3 {
-		reservation := store.Reservation{RequestKey: key, Token: rand.Text()}
-		now := s.now()
-		res, err := s.writer.ExecContext(ctx,
+		tried = store.Reservation{RequestKey: key, Token: rand.Text()}
+		res, err := tx.ExecContext(ctx,
 			`INSERT INTO idempotency_keys (caller, key, request_hash, token, started_at) VALUES ($1, $2, $3, $4, $5)
 			 ON CONFLICT (caller, key) DO NOTHING`,
-			key.Caller, key.Key, hash, reservation.Token, micros(now))
-		// The reservation is returned on an error too: the insert may have been made and its
-		// answer lost (see store.Store).
-		if taken, err := oneRowChanged(res, err); err != nil || taken {
-			return reservation, nil, wrapRequestError(key, err)
+			key.Caller, key.Key, hash, tried.Token, micros(now))
+		if ok, err := oneRowChanged(res, err); err != nil || ok {
+			return tried, tried, nil, err
 		}
 
 		var held struct {
@@ -45,14 +56,14 @@ func (s *Store) BeginRequest(ctx context.Context, key store.RequestKey, hash []b
 			status    sql.NullInt64
 			response  []byte
 		}
-		err = s.writer.QueryRowContext(ctx,
+		err = tx.QueryRowContext(ctx,
 			`SELECT request_hash, token, started_at, status, response FROM idempotency_keys WHERE caller = $1 AND key = $2`,
 			key.Caller, key.Key).Scan(&held.hash, &held.token, &held.startedAt, &held.status, &held.response)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
 		if err != nil {
-			return store.Reservation{}, nil, wrapRequestError(key, err)
+			return tried, store.Reservation{}, nil, err
 		}
 
 		started := fromMicros(held.startedAt)
@@ -60,24 +71,24 @@ func (s *Store) BeginRequest(ctx context.Context, key store.RequestKey, hash []b
 		abandoned := !held.status.Valid && now.Sub(started) >= store.RequestLease
 		if expired || abandoned {
 			// Take the key over from the record that was read, and only from it.
-			res, err := s.writer.ExecContext(ctx,
+			res, err := tx.ExecContext(ctx,
 				`UPDATE idempotency_keys SET request_hash = $1, token = $2, started_at = $3, status = NULL, response = NULL
 				 WHERE caller = $4 AND key = $5 AND token = $6`,
-				hash, reservation.Token, micros(now), key.Caller, key.Key, held.token)
-			if taken, err := oneRowChanged(res, err); err != nil || taken {
-				return reservation, nil, wrapRequestError(key, err)
+				hash, tried.Token, micros(now), key.Caller, key.Key, held.token)
+			if ok, err := oneRowChanged(res, err); err != nil || ok {
+				return tried, tried, nil, err
 			}
 			continue
 		}
 		switch {
 		case !bytes.Equal(held.hash, hash):
-			return store.Reservation{}, nil, wrapRequestError(key, store.ErrRequestMismatch)
+			return store.Reservation{}, store.Reservation{}, nil, store.ErrRequestMismatch
 		case !held.status.Valid:
-			return store.Reservation{}, nil, wrapRequestError(key, store.ErrRequestInProgress)
+			return store.Reservation{}, store.Reservation{}, nil, store.ErrRequestInProgress
 		}
-		return store.Reservation{}, &store.Answer{Status: int(held.status.Int64), Body: held.response}, nil
+		return store.Reservation{}, store.Reservation{}, &store.Answer{Status: int(held.status.Int64), Body: held.response}, nil
 	}
-	return store.Reservation{}, nil, wrapRequestError(key, store.ErrRequestInProgress)
+	return tried, store.Reservation{}, nil, store.ErrRequestInProgress
 }
 
 // AbandonRequest deletes the reservation if this request still holds it.

@@ -41,7 +41,10 @@ var postgresDialect = dialect{
 			return err
 		}, nil
 	},
-	unavailable:         postgresUnavailable,
+	unavailable: postgresUnavailable,
+	// A deadlock: two batches (of two replicas) waiting for each other's rows. PostgreSQL fails one
+	// statement of one of them; its write goes to its replica's next batch, after the other commits.
+	retryable:           func(err error) bool { return postgresCode(err) == "40P01" },
 	foreignKeyViolation: func(err error) bool { return postgresCode(err) == "23503" },
 	// Kept without a row that every write updates (migration 0007): writes append deltas, and
 	// foldCountDeltas folds them into user_counts.

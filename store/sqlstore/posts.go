@@ -56,12 +56,8 @@ func (s *Store) ListPosts(ctx context.Context, userID int32, q store.PostQuery) 
 // foreign key), so that a concurrent delete of the user cannot leave an orphan; done, if any,
 // completes in the same transaction.
 func (s *Store) CreatePost(ctx context.Context, userID int32, np store.NewPost, done *store.Completion[store.Post]) (_ store.Post, err error) {
-	if err := s.refuseWrite(); err != nil {
-		return store.Post{}, err
-	}
-	defer s.classifyWrite(ctx, &err)
 	var p store.Post
-	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, len(np.Title)+len(np.Body), func(ctx context.Context, tx *sql.Tx) error {
 		row := tx.QueryRowContext(ctx,
 			`INSERT INTO posts (user_id, title, body, created_at)
 			 SELECT CAST($1 AS INTEGER), CAST($2 AS TEXT), CAST($3 AS TEXT), CAST($4 AS BIGINT)

@@ -30,6 +30,8 @@ var sqliteDialect = dialect{
 		code, ok := sqliteCode(err)
 		return ok && (code&0xff == sqliteBusy || code&0xff == sqliteLocked) // held past the busy timeout
 	},
+	// One writer: a write never waits for another's lock, so never meets it in a deadlock.
+	retryable: func(error) bool { return false },
 	foreignKeyViolation: func(err error) bool {
 		code, ok := sqliteCode(err)
 		return ok && code == sqliteConstraintForeignKey

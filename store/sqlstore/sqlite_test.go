@@ -19,6 +19,14 @@ func TestSQLiteFileConformance(t *testing.T) {
 	})
 }
 
+// TestSQLiteFileConformanceWithoutBatching runs the suite with every write in a transaction of its
+// own (-write-batch 1), the path that a measurement of group commit compares with.
+func TestSQLiteFileConformanceWithoutBatching(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+		return open(t, filepath.Join(t.TempDir(), "users.db"), sqlstore.WithClock(now), sqlstore.WithWriteBatch(1))
+	})
+}
+
 func TestSQLiteInMemoryConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
 		return open(t, ":memory:", sqlstore.WithClock(now))

@@ -47,6 +47,10 @@ type Store struct {
 	standbyURLs []string
 	maxLag      time.Duration
 	standbys    *standbys
+	// maxWrites is the most writes one commit carries (WithWriteBatch); batches commits them, nil
+	// when each write commits alone.
+	maxWrites int
+	batches   *committer
 }
 
 var _ store.Store = (*Store)(nil)
@@ -80,6 +84,14 @@ func WithReadStandbys(urls []string, maxLag time.Duration) Option {
 	return func(s *Store) { s.standbyURLs, s.maxLag = urls, maxLag }
 }
 
+// WithWriteBatch sets the most writes of users, posts and idempotency keys that one commit carries
+// (DefaultWriteBatch unless set). Writes that arrive while a commit is under way wait for the next
+// one together, each in a savepoint of its own; 1 commits every write alone, in the request's own
+// transaction.
+func WithWriteBatch(maxWrites int) Option {
+	return func(s *Store) { s.maxWrites = maxWrites }
+}
+
 // WithLogger makes the store log trouble in its background work (the listener of other replicas'
 // changes, on PostgreSQL) to logger instead of discarding it.
 func WithLogger(logger *slog.Logger) Option {
@@ -90,10 +102,13 @@ func WithLogger(logger *slog.Logger) Option {
 // (postgres://...), or a SQLite file path (the file and its folder are created if needed) or
 // ":memory:".
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
-	s := &Store{logger: slog.New(slog.DiscardHandler)}
+	s := &Store{logger: slog.New(slog.DiscardHandler), maxWrites: DefaultWriteBatch}
 	WithClock(time.Now)(s)
 	for _, opt := range opts {
 		opt(s)
+	}
+	if s.maxWrites < 1 {
+		return nil, fmt.Errorf("a commit carries at least 1 write, not %d", s.maxWrites)
 	}
 	if isPostgresURL(dsn) {
 		db, err := openPostgres(ctx, dsn, s.direct != "")
@@ -147,6 +162,9 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 		s.file = guard
+	}
+	if s.maxWrites > 1 {
+		s.batches = newCommitter(s.writer, s.maxWrites, s.dialect.retryable, s.file.check)
 	}
 	if s.dialect.foldCounts != nil {
 		var folding context.Context
@@ -222,7 +240,8 @@ func (s *Store) Ping(ctx context.Context) error {
 // classify marks an error that means the database cannot be reached right now with
 // store.ErrUnavailable, so that the client is told to retry rather than shown a fault, and an error
 // of a request that ended (the client left, or its deadline passed) with the context's error.
-// Every method that reads defers it on its error; every method that writes defers classifyWrite.
+// Every method that reads defers it on its error; a request's write goes through write, and the
+// other writes (sweeps, the release of a key) defer classifyWrite.
 func (s *Store) classify(ctx context.Context, err *error) {
 	// A read that failed may have failed because the SQLite file went (a new connection cannot
 	// open it), so it looks at the file; one that worked takes the last finding, which is free.
@@ -234,11 +253,9 @@ func (s *Store) classify(ctx context.Context, err *error) {
 	s.classifyError(ctx, err)
 }
 
-// classifyWrite is classify for a method that writes. It looks at the SQLite file after the write:
-// a write that went into a file no longer at its path would be lost at restart, so it must not be
-// acknowledged. (Such a write is in the lost file, answered unavailable, and a client that retries
-// with its idempotency key cannot get it twice.) A method that writes first calls refuseWrite
-// (all but AbandonRequest, which says why).
+// classifyWrite is classify for a method that writes outside write, which it mirrors: it looks at
+// the SQLite file after the write. Such a method first calls refuseWrite (all but AbandonRequest,
+// which says why).
 func (s *Store) classifyWrite(ctx context.Context, err *error) {
 	failIfLost(err, s.file.check())
 	s.classifyError(ctx, err)
@@ -277,6 +294,9 @@ func (s *Store) classifyError(ctx context.Context, err *error) {
 // Close stops the background work and closes every connection; it waits for queries under way to
 // finish.
 func (s *Store) Close() error {
+	if s.batches != nil {
+		s.batches.close()
+	}
 	s.file.close()
 	s.notices.close()
 	var err error
@@ -321,9 +341,24 @@ func (s *Store) inReadTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return s.onReader(ctx, func(db *sql.DB) error { return inTx(ctx, db, &s.dialect.snapshot, fn) })
 }
 
-// inWriteTx runs fn in one write transaction: everything it writes is committed together or not at all.
-func (s *Store) inWriteTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	return inTx(ctx, s.writer, nil, fn)
+// write runs one request's write: in a savepoint of the next batch's transaction (batch.go), or
+// alone in a transaction of its own when writes are not batched. Everything it writes is committed
+// together or not at all, and it returns only once that commit is durable. size is the bytes of
+// the values it writes, which bound a batch. Like every method that writes, it first refuses a
+// lost SQLite file, and then looks at the file after the write: a write that went into a file no
+// longer at its path would be lost at restart, so it must not be acknowledged. (Such a write is in
+// the lost file, answered unavailable, and a client that retries with its idempotency key cannot
+// get it twice.)
+func (s *Store) write(ctx context.Context, size int, run writeRun) (err error) {
+	if err := s.refuseWrite(); err != nil {
+		return err
+	}
+	defer s.classifyError(ctx, &err)
+	if s.batches != nil {
+		return s.batches.write(ctx, size, run) // which looks at the file once per batch
+	}
+	defer func() { failIfLost(&err, s.file.check()) }()
+	return inTx(ctx, s.writer, nil, func(tx *sql.Tx) error { return run(ctx, tx) })
 }
 
 // inTx runs fn in a transaction of db with opts, committed if fn succeeds and rolled back if not.

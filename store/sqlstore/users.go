@@ -85,17 +85,14 @@ func (s *Store) ListUsers(ctx context.Context, q store.UserQuery) (_ store.Page[
 
 // CreateUser stores a new user with version 1 and completes done, if any, in the same transaction.
 func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Completion[store.User]) (_ store.User, err error) {
-	if err := s.refuseWrite(); err != nil {
-		return store.User{}, err
-	}
 	defer s.announceChange(&err)
-	defer s.classifyWrite(ctx, &err)
 	var u store.User
-	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
+	actor := store.ActorOf(ctx)
+	err = s.write(ctx, len(nu.Name)+len(nu.Role), func(ctx context.Context, tx *sql.Tx) error {
 		now := micros(s.now())
 		row := tx.QueryRowContext(ctx,
 			`INSERT INTO users (name, name_key, role, created_at, updated_at, version, changed_by) VALUES ($1, $2, $3, $4, $4, 1, $5) RETURNING `+userColumns,
-			nu.Name, store.NameKey(nu.Name), nu.Role, now, store.ActorOf(ctx))
+			nu.Name, store.NameKey(nu.Name), nu.Role, now, actor)
 		var err error
 		if u, err = scanUser(row); err != nil {
 			return fmt.Errorf("insert user: %w", err)
@@ -108,68 +105,62 @@ func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Co
 // UpdateUser sets the fields that changes names in one statement, so that two concurrent updates of
 // different fields both take effect, and so that the version check and the write are one step.
 func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChanges, ifVersion store.IfVersion) (_ store.User, err error) {
-	if err := s.refuseWrite(); err != nil {
-		return store.User{}, err
-	}
 	defer s.announceChange(&err)
-	defer s.classifyWrite(ctx, &err)
 	var nameKey *string
+	size := 0
 	if changes.Name != nil {
 		key := store.NameKey(*changes.Name)
-		nameKey = &key
+		nameKey, size = &key, len(*changes.Name)
+	}
+	if changes.Role != nil {
+		size += len(*changes.Role)
 	}
 	condition, conditionArgs := versionCondition(ifVersion, 7)
-	row := s.writer.QueryRowContext(ctx,
-		`UPDATE users SET name = COALESCE($1, name), name_key = COALESCE($2, name_key), role = COALESCE($3, role),
-		 updated_at = $4, version = version + 1, changed_by = $6
-		 WHERE id = $5`+condition+` RETURNING `+userColumns,
-		append([]any{changes.Name, nameKey, changes.Role, micros(s.now()), id, store.ActorOf(ctx)}, conditionArgs...)...)
-	u, err := scanUser(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.User{}, s.whyNotWritten(ctx, id, ifVersion)
-	}
-	if err != nil {
-		return store.User{}, fmt.Errorf("update user %d: %w", id, err)
-	}
-	return u, nil
+	args := append([]any{changes.Name, nameKey, changes.Role, nil, id, store.ActorOf(ctx)}, conditionArgs...)
+	var u store.User
+	err = s.write(ctx, size, func(ctx context.Context, tx *sql.Tx) error {
+		args[3] = micros(s.now())
+		row := tx.QueryRowContext(ctx,
+			`UPDATE users SET name = COALESCE($1, name), name_key = COALESCE($2, name_key), role = COALESCE($3, role),
+			 updated_at = $4, version = version + 1, changed_by = $6
+			 WHERE id = $5`+condition+` RETURNING `+userColumns, args...)
+		var err error
+		u, err = scanUser(row)
+		if errors.Is(err, sql.ErrNoRows) {
+			return whyNotWritten(ctx, tx, id, ifVersion)
+		}
+		if err != nil {
+			return fmt.Errorf("update user %d: %w", id, err)
+		}
+		return nil
+	})
+	return u, err
 }
 
 // DeleteUser deletes the user; the schema's ON DELETE CASCADE deletes the user's posts with it.
 // The user's row is first marked with who deletes it, in the same transaction, for the change
 // log's trigger to record; the mark leaves the version alone, so it is no change of its own.
 func (s *Store) DeleteUser(ctx context.Context, id int32, ifVersion store.IfVersion) (err error) {
-	if err := s.refuseWrite(); err != nil {
-		return err
-	}
 	defer s.announceChange(&err)
-	defer s.classifyWrite(ctx, &err)
 	condition, conditionArgs := versionCondition(ifVersion, 3)
-	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE users SET changed_by = $2 WHERE id = $1`+condition,
-			append([]any{id, store.ActorOf(ctx)}, conditionArgs...)...)
+	args := append([]any{id, store.ActorOf(ctx)}, conditionArgs...)
+	return s.write(ctx, 0, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE users SET changed_by = $2 WHERE id = $1`+condition, args...)
 		if err != nil {
 			return fmt.Errorf("delete user %d: %w", id, err)
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return cmp.Or(err, errNotWritten)
+			return cmp.Or(err, whyNotWritten(ctx, tx, id, ifVersion))
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM users WHERE id = $1`, id); err != nil {
 			return fmt.Errorf("delete user %d: %w", id, err)
 		}
 		return nil
 	})
-	if errors.Is(err, errNotWritten) {
-		return s.whyNotWritten(ctx, id, ifVersion)
-	}
-	return err
 }
 
-// errNotWritten is a write's finding, inside its transaction, that its row is missing or its
-// precondition failed; whyNotWritten says which, after the transaction.
-var errNotWritten = errors.New("no row written")
-
-// announceChange wakes the readers of the change log after a write of a user has committed; it
-// runs after classifyWrite, so a write into a lost SQLite file wakes no one.
+// announceChange wakes the readers of the change log after a write of a user has committed; a
+// write into a lost SQLite file, which fails, wakes no one.
 func (s *Store) announceChange(err *error) {
 	if *err == nil {
 		s.notices.send()
@@ -194,13 +185,14 @@ func versionCondition(ifVersion store.IfVersion, first int) (string, []any) {
 }
 
 // whyNotWritten tells why a conditional write of user id changed no row: the user is missing, or it
-// failed the precondition. The write itself has already decided; this only names the reason.
-func (s *Store) whyNotWritten(ctx context.Context, id int32, ifVersion store.IfVersion) error {
+// failed the precondition. The write itself has already decided; this only names the reason, read
+// in the write's own transaction.
+func whyNotWritten(ctx context.Context, tx *sql.Tx, id int32, ifVersion store.IfVersion) error {
 	if ifVersion == nil {
 		return fmt.Errorf("user %d %w", id, store.ErrNotFound)
 	}
 	var exists bool
-	if err := s.writer.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE id = $1)`, id).Scan(&exists); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE id = $1)`, id).Scan(&exists); err != nil {
 		return fmt.Errorf("find user %d: %w", id, err)
 	}
 	if !exists {

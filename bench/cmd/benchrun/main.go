@@ -37,6 +37,7 @@ type runner struct {
 	warmup    time.Duration
 	million   bool
 	shapes    bool   // run shapeScenarios
+	commits   bool   // run commitScenarios
 	against   string // the revision that -bin's usersd-against was built at; "" for none
 	// profileDir, when set, gets a CPU profile of every run of this checkout's usersd (profile.go).
 	profileDir string
@@ -106,6 +107,7 @@ func main() {
 	}
 	var out, only, command, commit, sizes, backends string
 	var quick bool
+	flag.BoolVar(&r.commits, "commits", false, "run POST /users at 1, 4, 16 and 64 connections on SQLite and PostgreSQL, with group commit and without")
 	flag.BoolVar(&r.shapes, "shapes", false, "run GetUser on REST, Connect and gRPC at 1x1, 16x1 and 16x16 connections x streams")
 	flag.StringVar(&r.profileDir, "profile", "", "write a CPU profile of each usersd run to this folder (for default.pgo; profiled figures are not for quoting)")
 	flag.StringVar(&r.against, "against", "", "also run every usersd scenario on "+againstBin+" in -bin, built at this revision, and compare")
@@ -270,6 +272,7 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 		}
 		defer cleanup()
 		bin, args, env = cmpOr(sc.bin, "usersd"), []string{"-addr", "127.0.0.1:0", "-db", db}, []string{"USERS_API_KEYS=" + apiKey}
+		args = append(args, sc.serverArgs...)
 		if r.profileDir != "" && sc.bin == "" {
 			if admin, err = adminAddr(); err != nil {
 				rec.err = err

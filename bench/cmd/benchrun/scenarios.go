@@ -37,11 +37,13 @@ type scenario struct {
 	// server is what runs pinned to CPU 0; users is the size of the data set it starts with, on
 	// backend for usersd (the baselines hold 1,000 users in a map). Read-only usersd runs share the
 	// cached data set; write runs get a fresh copy.
-	server  serverKind
-	bin     string // the usersd build: "" for the one of this checkout, againstBin for --against's
-	backend backend
-	users   int
-	load    load
+	server serverKind
+	bin    string // the usersd build: "" for the one of this checkout, againstBin for --against's
+	// serverArgs are flags that usersd gets besides the address and the database.
+	serverArgs []string
+	backend    backend
+	users      int
+	load       load
 	// prepare, when set, runs once the server listens and before the first check: it asks the
 	// server for what the load needs (a page token deep in the collection) and keeps it in the runner.
 	prepare func(r *runner, addr string) error

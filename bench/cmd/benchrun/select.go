@@ -57,7 +57,7 @@ func (r *runner) scenariosToRun() ([]scenario, error) {
 	case r.only != nil:
 		// Every scenario -only can name: the protocol ones, and the scale ones at the usual sizes and
 		// any that -sizes adds, on both backends.
-		known := append(protocolScenarios(), shapeScenarios()...)
+		known := append(append(protocolScenarios(), shapeScenarios()...), commitScenarios()...)
 		sizes := []int{1_000, 1_000_000, 10_000_000}
 		for _, n := range r.sizes {
 			if !slices.Contains(sizes, n) {
@@ -81,6 +81,8 @@ func (r *runner) scenariosToRun() ([]scenario, error) {
 		}
 	case r.shapes:
 		todo = shapeScenarios()
+	case r.commits:
+		todo = commitScenarios()
 	case r.sizes != nil:
 		for _, b := range r.backends {
 			for _, n := range r.sizes {

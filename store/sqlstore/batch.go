@@ -1,0 +1,286 @@
+// Group commit: the writes that concurrent requests make while a commit is being synced wait for
+// it together, and the next commit carries them all, so that many writes pay for one sync to disk
+// (SQLite) or one commit of the write-ahead log (PostgreSQL) instead of one each.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// DefaultWriteBatch is the most writes that one commit carries unless WithWriteBatch says
+// otherwise. Each write of a batch runs in a savepoint so that it can fail alone, and on PostgreSQL
+// a savepoint that writes is a subtransaction: a session keeps the ids of up to 64 of them in
+// shared memory (PGPROC_MAX_CACHED_SUBXIDS), and a transaction with more makes every snapshot
+// taken anywhere on the server look them up on disk (the "subtransaction overflow"). SQLite has no
+// such limit, but a batch of 64 already divides the cost of its sync by 64.
+const DefaultWriteBatch = 64
+
+// maxBatchBytes bounds the bytes of the values that one batch writes: one commit then stays short
+// (a few milliseconds to sync) for the write that waits behind it, whatever the writes carry.
+// Users are small; posts are not (a body may be 100 KB), and 64 of the largest would make a
+// commit of several megabytes.
+const maxBatchBytes = 1 << 20
+
+// maxWriteRetries is how often a write that lost a deadlock to another replica's batch is put back
+// in the queue before its request is told to retry.
+const maxWriteRetries = 3
+
+// errStoreClosed answers a write that comes after the store began to close.
+var errStoreClosed = errors.New("the store is closed")
+
+// writeRun is one request's write. It runs in the transaction of its batch, with the batch's
+// context, and reads what it needs from the request's context before it is queued. One request
+// that ends must not interrupt the statements of the others (SQLite rolls the whole transaction
+// back when a statement in it is interrupted), so the batch's context ends only once every request
+// in it has ended: then no one waits for the batch any more, and ending it frees the connection
+// (from a lock it waits for, or from a server that stopped answering) for the writes behind it.
+type writeRun func(ctx context.Context, tx *sql.Tx) error
+
+// A write is queued, then taken into a batch or withdrawn by its request, never both.
+const (
+	writeQueued int32 = iota
+	writeTaken
+	writeWithdrawn
+)
+
+// queuedWrite is a write waiting for its batch.
+type queuedWrite struct {
+	run     writeRun
+	size    int
+	request context.Context
+	state   atomic.Int32
+	retries int
+	done    chan error // receives the write's outcome once its batch has committed or failed
+}
+
+// committer runs the batches of one writer connection: it takes every write queued when it is
+// free (no timer: a lone write is committed at once, and writes queue only while a commit is
+// under way), runs each in a savepoint of one transaction, commits once and then answers each.
+type committer struct {
+	db        *sql.DB
+	maxWrites int
+	// retryable reports a write's error that a later batch may not meet (a deadlock with another
+	// replica's batch); checkFile is the SQLite file's check after a commit (see fileGuard).
+	retryable func(error) bool
+	checkFile func() error
+
+	// committing is the writes of the batch under way; commits and writes count the batches
+	// committed and the writes they carried (those that failed alone too).
+	committing      atomic.Int64
+	commits, writes atomic.Uint64
+
+	mu      sync.Mutex
+	queue   []*queuedWrite
+	closing bool
+	wake    chan struct{}
+	stopped chan struct{}
+}
+
+func newCommitter(db *sql.DB, maxWrites int, retryable func(error) bool, checkFile func() error) *committer {
+	c := &committer{db: db, maxWrites: maxWrites, retryable: retryable, checkFile: checkFile,
+		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	go c.commitUntilClosed()
+	return c
+}
+
+// write queues run and returns its outcome once the commit that carries it is durable. A request
+// that ends while its write is queued withdraws it; once a batch has taken it, the request's end
+// is reported but the batch may still commit the write (as a write whose commit was under way
+// when its request ended always could).
+func (c *committer) write(ctx context.Context, size int, run writeRun) error {
+	w := &queuedWrite{run: run, size: size, request: ctx, done: make(chan error, 1)}
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return errStoreClosed
+	}
+	c.queue = append(c.queue, w)
+	c.mu.Unlock()
+	c.signal()
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+		if w.state.CompareAndSwap(writeQueued, writeWithdrawn) {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: the write was in a commit under way, which may still keep it", ctx.Err())
+	}
+}
+
+func (c *committer) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close lets the writes already queued commit, refuses new ones, and returns once the committer
+// has stopped.
+func (c *committer) close() {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	c.signal()
+	<-c.stopped
+}
+
+func (c *committer) commitUntilClosed() {
+	defer close(c.stopped)
+	for range c.wake {
+		for {
+			batch := c.take()
+			if len(batch) == 0 {
+				break
+			}
+			c.commit(batch)
+		}
+		c.mu.Lock()
+		done := c.closing && len(c.queue) == 0
+		c.mu.Unlock()
+		if done {
+			return
+		}
+	}
+}
+
+// take removes from the queue the writes of the next batch, oldest first, within its bounds; the
+// writes that their requests withdrew are dropped.
+func (c *committer) take() []*queuedWrite {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var batch []*queuedWrite
+	bytes, taken := 0, 0
+	for _, w := range c.queue {
+		if len(batch) == c.maxWrites || len(batch) > 0 && bytes+w.size > maxBatchBytes {
+			break
+		}
+		taken++
+		if w.state.CompareAndSwap(writeQueued, writeTaken) {
+			batch, bytes = append(batch, w), bytes+w.size
+		}
+	}
+	rest := copy(c.queue, c.queue[taken:])
+	clear(c.queue[rest:])
+	c.queue = c.queue[:rest]
+	return batch
+}
+
+// commit runs a batch in one transaction and answers each write: with its own error if it failed
+// (its savepoint rolled back, the others untouched), else with the commit's outcome.
+func (c *committer) commit(batch []*queuedWrite) {
+	ctx, cancel := context.WithCancel(context.Background()) // see writeRun
+	defer cancel()
+	var open atomic.Int64
+	open.Store(int64(len(batch)))
+	for _, w := range batch {
+		stop := context.AfterFunc(w.request, func() {
+			if open.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+	c.committing.Store(int64(len(batch)))
+	defer c.committing.Store(0)
+	outcomes := make([]error, len(batch))
+	err := inTx(ctx, c.db, nil, func(tx *sql.Tx) error {
+		if len(batch) == 1 {
+			// Alone in its transaction, a write that fails rolls back nothing but itself.
+			outcomes[0] = batch[0].run(ctx, tx)
+			return outcomes[0]
+		}
+		for i, w := range batch {
+			var broken error
+			outcomes[i], broken = inSavepoint(ctx, tx, w.run)
+			if broken != nil {
+				return broken
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		c.commits.Add(1)
+		c.writes.Add(uint64(len(batch)))
+	}
+	lost := c.checkFile()
+	var again []*queuedWrite
+	for i, w := range batch {
+		outcome := outcomes[i]
+		switch {
+		case outcome != nil && c.retryable(outcome) && w.retries < maxWriteRetries && err == nil:
+			w.retries++
+			again = append(again, w)
+			continue
+		case outcome == nil:
+			outcome = err // nil once committed; else nothing of the batch was kept
+		}
+		failIfLost(&outcome, lost)
+		w.done <- outcome
+	}
+	c.requeue(again)
+}
+
+// requeue puts writes that lost a deadlock back at the head of the queue, for the next batch: by
+// then the batch they waited for has committed, so they do not meet it again.
+func (c *committer) requeue(writes []*queuedWrite) {
+	if len(writes) == 0 {
+		return
+	}
+	c.mu.Lock()
+	queue := make([]*queuedWrite, 0, len(writes)+len(c.queue))
+	for _, w := range writes {
+		if err := w.request.Err(); err != nil {
+			w.done <- fmt.Errorf("%w: the write lost a deadlock and was not committed", err)
+			continue
+		}
+		w.state.Store(writeQueued)
+		queue = append(queue, w)
+	}
+	c.queue = append(queue, c.queue...)
+	c.mu.Unlock()
+	c.signal()
+}
+
+// inSavepoint runs one write of a batch so that its failure undoes only what it wrote. broken
+// reports a transaction that cannot go on (the savepoint itself failed: the connection is lost).
+func inSavepoint(ctx context.Context, tx *sql.Tx, run writeRun) (outcome, broken error) {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT batched_write`); err != nil {
+		return err, err
+	}
+	outcome = run(ctx, tx)
+	if outcome != nil {
+		if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT batched_write`); err != nil {
+			return outcome, fmt.Errorf("roll back a failed write of a batch: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT batched_write`); err != nil {
+		return outcome, fmt.Errorf("end a write of a batch: %w", err)
+	}
+	return outcome, nil
+}
+
+// WriteBatches is what the group commit of a store is doing and has done: how many writes wait for
+// the next commit and how many the commit under way carries, and how many commits and writes have
+// been made. Without batching every count is 0.
+type WriteBatches struct {
+	Waiting, Committing int
+	Commits, Writes     uint64
+}
+
+// WriteBatches returns what the store's group commit has done so far.
+func (s *Store) WriteBatches() WriteBatches {
+	c := s.batches
+	if c == nil {
+		return WriteBatches{}
+	}
+	c.mu.Lock()
+	waiting := len(c.queue)
+	c.mu.Unlock()
+	return WriteBatches{Waiting: waiting, Committing: int(c.committing.Load()), Commits: c.commits.Load(), Writes: c.writes.Load()}
+}
