@@ -20,10 +20,9 @@ import (
 // such limit, but a batch of 64 already divides the cost of its sync by 64.
 const DefaultWriteBatch = 64
 
-// maxBatchBytes bounds the bytes of the values that one batch writes: one commit then stays short
-// (a few milliseconds to sync) for the write that waits behind it, whatever the writes carry.
-// Users are small; posts are not (a body may be 100 KB), and 64 of the largest would make a
-// commit of several megabytes.
+// maxBatchBytes bounds the bytes of the values that one batch writes, so that one commit stays
+// short for the write that waits behind it whatever the writes carry. Users are small; posts are
+// not (a body may hold 10,000 characters), and 64 of the largest would make a commit of megabytes.
 const maxBatchBytes = 1 << 20
 
 // maxWriteRetries is how often a write that lost a deadlock to another replica's batch is put back
@@ -58,9 +57,10 @@ type queuedWrite struct {
 	done    chan error // receives the write's outcome once its batch has committed or failed
 }
 
-// committer runs the batches of one writer connection: it takes every write queued when it is
-// free (no timer: a lone write is committed at once, and writes queue only while a commit is
-// under way), runs each in a savepoint of one transaction, commits once and then answers each.
+// committer runs the batches of a store's writes on a few connections at once (one on SQLite,
+// which has one writer): a connection that is free takes every write queued (no timer: a lone
+// write is committed at once, and writes queue only while every connection is committing), runs
+// each in a savepoint of one transaction, commits once and then answers each.
 type committer struct {
 	db        *sql.DB
 	maxWrites int
@@ -69,7 +69,7 @@ type committer struct {
 	retryable func(error) bool
 	checkFile func() error
 
-	// committing is the writes of the batch under way; commits and writes count the batches
+	// committing is the writes of the batches under way; commits and writes count the batches
 	// committed and the writes they carried (those that failed alone too).
 	committing      atomic.Int64
 	commits, writes atomic.Uint64
@@ -77,14 +77,20 @@ type committer struct {
 	mu      sync.Mutex
 	queue   []*queuedWrite
 	closing bool
+	// wake tells a free connection's loop that writes are queued; quit, closed, that the store
+	// closes; running counts the loops.
 	wake    chan struct{}
-	stopped chan struct{}
+	quit    chan struct{}
+	running sync.WaitGroup
 }
 
-func newCommitter(db *sql.DB, maxWrites int, retryable func(error) bool, checkFile func() error) *committer {
+// newCommitter starts connections loops, each committing one batch at a time on a connection of db.
+func newCommitter(db *sql.DB, connections, maxWrites int, retryable func(error) bool, checkFile func() error) *committer {
 	c := &committer{db: db, maxWrites: maxWrites, retryable: retryable, checkFile: checkFile,
-		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
-	go c.commitUntilClosed()
+		wake: make(chan struct{}, 1), quit: make(chan struct{})}
+	for range connections {
+		c.running.Go(c.commitUntilClosed)
+	}
 	return c
 }
 
@@ -126,13 +132,16 @@ func (c *committer) close() {
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
-	c.signal()
-	<-c.stopped
+	close(c.quit)
+	c.running.Wait()
 }
 
 func (c *committer) commitUntilClosed() {
-	defer close(c.stopped)
-	for range c.wake {
+	for {
+		select {
+		case <-c.wake:
+		case <-c.quit:
+		}
 		for {
 			batch := c.take()
 			if len(batch) == 0 {
@@ -186,8 +195,8 @@ func (c *committer) commit(batch []*queuedWrite) {
 		})
 		defer stop()
 	}
-	c.committing.Store(int64(len(batch)))
-	defer c.committing.Store(0)
+	c.committing.Add(int64(len(batch)))
+	defer c.committing.Add(-int64(len(batch)))
 	outcomes := make([]error, len(batch))
 	err := inTx(ctx, c.db, nil, func(tx *sql.Tx) error {
 		if len(batch) == 1 {
@@ -266,7 +275,7 @@ func inSavepoint(ctx context.Context, tx *sql.Tx, run writeRun) (outcome, broken
 }
 
 // WriteBatches is what the group commit of a store is doing and has done: how many writes wait for
-// the next commit and how many the commit under way carries, and how many commits and writes have
+// the next commit and how many the commits under way carry, and how many commits and writes have
 // been made. Without batching every count is 0.
 type WriteBatches struct {
 	Waiting, Committing int

@@ -22,6 +22,8 @@ type dialect struct {
 	// unavailable reports whether err means the database cannot be reached right now, so that the
 	// request can be retried, as opposed to a fault in the request or in the service.
 	unavailable func(err error) bool
+	// committers is how many batches of writes may commit at once (see committer).
+	committers int
 	// retryable reports whether err is a write's that lost to a concurrent transaction (a
 	// deadlock) and would not meet it again once that transaction ends.
 	retryable func(err error) bool

@@ -42,6 +42,9 @@ var postgresDialect = dialect{
 		}, nil
 	},
 	unavailable: postgresUnavailable,
+	// Several batches at once: a batch's statements are round trips to the server, and one
+	// connection alone would make every write of the replica wait for them in turn.
+	committers: postgresCommitters,
 	// A deadlock: two batches (of two replicas) waiting for each other's rows. PostgreSQL fails one
 	// statement of one of them; its write goes to its replica's next batch, after the other commits.
 	retryable:           func(err error) bool { return postgresCode(err) == "40P01" },
@@ -54,6 +57,10 @@ var postgresDialect = dialect{
 	},
 	foldCounts: foldCountDeltas,
 }
+
+// postgresCommitters is how many batches of writes a replica commits at once on PostgreSQL: a
+// quarter of its pool, so that reads keep most of it.
+const postgresCommitters = 4
 
 // isPostgresURL reports whether dsn names a PostgreSQL database rather than a SQLite file.
 func isPostgresURL(dsn string) bool {

@@ -164,7 +164,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		s.file = guard
 	}
 	if s.maxWrites > 1 {
-		s.batches = newCommitter(s.writer, s.maxWrites, s.dialect.retryable, s.file.check)
+		s.batches = newCommitter(s.writer, s.dialect.committers, s.maxWrites, s.dialect.retryable, s.file.check)
 	}
 	if s.dialect.foldCounts != nil {
 		var folding context.Context

@@ -243,7 +243,11 @@ func reportMarkdown(i info, todo []scenario, records []record, data string) stri
 					rt = &s.ratios[i]
 				}
 			}
-			what := fmt.Sprintf("%s vs %s (p50)", sc.id, c.against)
+			measure := "req/s"
+			if c.byLatency {
+				measure = "p50"
+			}
+			what := fmt.Sprintf("%s vs %s (%s)", sc.id, c.against, measure)
 			switch {
 			case rt == nil && sums[c.against] == nil:
 				fmt.Fprintf(&b, "- %s: %s not measured in this run\n", what, c.against)
