@@ -38,7 +38,7 @@ var errStoreClosed = errors.New("the store is closed")
 // back when a statement in it is interrupted), so the batch's context ends only once every request
 // in it has ended: then no one waits for the batch any more, and ending it frees the connection
 // (from a lock it waits for, or from a server that stopped answering) for the writes behind it.
-type writeRun func(ctx context.Context, tx *sql.Tx) error
+type writeRun func(ctx context.Context, tx writeTx) error
 
 // A write is queued, then taken into a batch or withdrawn by its request, never both.
 const (
@@ -68,6 +68,8 @@ type committer struct {
 	// replica's batch); checkFile is the SQLite file's check after a commit (see fileGuard).
 	retryable func(error) bool
 	checkFile func() error
+	// kept are the statements prepared for writes (SQLite; nil on PostgreSQL).
+	kept *keptStatements
 
 	// committing is the writes of the batches under way; commits and writes count the batches
 	// committed and the writes they carried (those that failed alone too).
@@ -85,8 +87,8 @@ type committer struct {
 }
 
 // newCommitter starts connections loops, each committing one batch at a time on a connection of db.
-func newCommitter(db *sql.DB, connections, maxWrites int, retryable func(error) bool, checkFile func() error) *committer {
-	c := &committer{db: db, maxWrites: maxWrites, retryable: retryable, checkFile: checkFile,
+func newCommitter(db *sql.DB, connections, maxWrites int, retryable func(error) bool, checkFile func() error, kept *keptStatements) *committer {
+	c := &committer{db: db, maxWrites: maxWrites, retryable: retryable, checkFile: checkFile, kept: kept,
 		wake: make(chan struct{}, 1), quit: make(chan struct{})}
 	for range connections {
 		c.running.Go(c.commitUntilClosed)
@@ -95,9 +97,11 @@ func newCommitter(db *sql.DB, connections, maxWrites int, retryable func(error) 
 }
 
 // write queues run and returns its outcome once the commit that carries it is durable. A request
-// that ends while its write is queued withdraws it; once a batch has taken it, the request's end
-// is reported but the batch may still commit the write (as a write whose commit was under way
-// when its request ended always could).
+// that ends while its write is queued withdraws it. Once a batch has taken it, the write's outcome
+// is waited for, whatever the request's context says: run may still be writing what it found
+// into its caller's variables, and a write that commits after its request ended did commit (as
+// one whose commit was under way when its request ended always could). The wait is bounded: the
+// batch ends once every request in it has ended (see writeRun).
 func (c *committer) write(ctx context.Context, size int, run writeRun) error {
 	w := &queuedWrite{run: run, size: size, request: ctx, done: make(chan error, 1)}
 	c.mu.Lock()
@@ -108,15 +112,21 @@ func (c *committer) write(ctx context.Context, size int, run writeRun) error {
 	c.queue = append(c.queue, w)
 	c.mu.Unlock()
 	c.signal()
+	var err error
 	select {
-	case err := <-w.done:
-		return err
+	case err = <-w.done:
 	case <-ctx.Done():
 		if w.state.CompareAndSwap(writeQueued, writeWithdrawn) {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: the write was in a commit under way, which may still keep it", ctx.Err())
+		err = <-w.done
 	}
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// The batch was ended because every request in it had ended: say how this one did (its
+		// deadline passed, say), not how the batch did.
+		return ctx.Err()
+	}
+	return err
 }
 
 func (c *committer) signal() {
@@ -198,7 +208,8 @@ func (c *committer) commit(batch []*queuedWrite) {
 	c.committing.Add(int64(len(batch)))
 	defer c.committing.Add(-int64(len(batch)))
 	outcomes := make([]error, len(batch))
-	err := inTx(ctx, c.db, nil, func(tx *sql.Tx) error {
+	err := inTx(ctx, c.db, nil, func(sqlTx *sql.Tx) error {
+		tx := writeTx{sqlTx, c.kept}
 		if len(batch) == 1 {
 			// Alone in its transaction, a write that fails rolls back nothing but itself.
 			outcomes[0] = batch[0].run(ctx, tx)
@@ -217,6 +228,7 @@ func (c *committer) commit(batch []*queuedWrite) {
 		c.commits.Add(1)
 		c.writes.Add(uint64(len(batch)))
 	}
+	c.kept.prepareMissing(ctx)
 	lost := c.checkFile()
 	var again []*queuedWrite
 	for i, w := range batch {
@@ -258,7 +270,7 @@ func (c *committer) requeue(writes []*queuedWrite) {
 
 // inSavepoint runs one write of a batch so that its failure undoes only what it wrote. broken
 // reports a transaction that cannot go on (the savepoint itself failed: the connection is lost).
-func inSavepoint(ctx context.Context, tx *sql.Tx, run writeRun) (outcome, broken error) {
+func inSavepoint(ctx context.Context, tx writeTx, run writeRun) (outcome, broken error) {
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT batched_write`); err != nil {
 		return err, err
 	}

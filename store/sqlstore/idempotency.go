@@ -22,7 +22,7 @@ func (s *Store) BeginRequest(ctx context.Context, key store.RequestKey, hash []b
 	// insert may have been made and its answer lost (see store.Store).
 	var tried, taken store.Reservation
 	var answer *store.Answer
-	err = s.write(ctx, len(key.Caller)+len(key.Key)+len(hash), func(ctx context.Context, tx *sql.Tx) (err error) {
+	err = s.write(ctx, len(key.Caller)+len(key.Key)+len(hash), func(ctx context.Context, tx writeTx) (err error) {
 		tried, taken, answer, err = reserve(ctx, tx, key, hash, s.now())
 		return err
 	})
@@ -38,7 +38,7 @@ func (s *Store) BeginRequest(ctx context.Context, key store.RequestKey, hash []b
 // reserve is BeginRequest's write. Each round either takes the key or finds a record that holds
 // it; a record can vanish between the two (abandoned, swept) or be taken over by another request,
 // hence a few rounds.
-func reserve(ctx context.Context, tx *sql.Tx, key store.RequestKey, hash []byte, now time.Time) (tried, taken store.Reservation, _ *store.Answer, _ error) {
+func reserve(ctx context.Context, tx writeTx, key store.RequestKey, hash []byte, now time.Time) (tried, taken store.Reservation, _ *store.Answer, _ error) {
 	for range 3 {
 		tried = store.Reservation{RequestKey: key, Token: rand.Text()}
 		res, err := tx.ExecContext(ctx,
@@ -125,7 +125,7 @@ func (s *Store) DeleteExpiredRequests(ctx context.Context, limit int) (_ int, er
 // complete records the answer of the request that done names, in the transaction of its create. If
 // the request no longer holds its key (it ran past the lease and another took over), the create is
 // rolled back: the other request is the one that creates.
-func complete[T any](ctx context.Context, tx *sql.Tx, done *store.Completion[T], created T) error {
+func complete[T any](ctx context.Context, tx writeTx, done *store.Completion[T], created T) error {
 	if done == nil {
 		return nil
 	}

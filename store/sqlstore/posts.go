@@ -57,7 +57,7 @@ func (s *Store) ListPosts(ctx context.Context, userID int32, q store.PostQuery) 
 // completes in the same transaction.
 func (s *Store) CreatePost(ctx context.Context, userID int32, np store.NewPost, done *store.Completion[store.Post]) (_ store.Post, err error) {
 	var p store.Post
-	err = s.write(ctx, len(np.Title)+len(np.Body), func(ctx context.Context, tx *sql.Tx) error {
+	err = s.write(ctx, len(np.Title)+len(np.Body), func(ctx context.Context, tx writeTx) error {
 		row := tx.QueryRowContext(ctx,
 			`INSERT INTO posts (user_id, title, body, created_at)
 			 SELECT CAST($1 AS INTEGER), CAST($2 AS TEXT), CAST($3 AS TEXT), CAST($4 AS BIGINT)

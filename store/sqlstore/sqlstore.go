@@ -51,6 +51,8 @@ type Store struct {
 	// when each write commits alone.
 	maxWrites int
 	batches   *committer
+	// kept are the writer's prepared statements (statements.go); nil where none are kept.
+	kept *keptStatements
 }
 
 var _ store.Store = (*Store)(nil)
@@ -163,8 +165,11 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		}
 		s.file = guard
 	}
+	if s.dialect == &sqliteDialect {
+		s.kept = newKeptStatements(s.writer)
+	}
 	if s.maxWrites > 1 {
-		s.batches = newCommitter(s.writer, s.dialect.committers, s.maxWrites, s.dialect.retryable, s.file.check)
+		s.batches = newCommitter(s.writer, s.dialect.committers, s.maxWrites, s.dialect.retryable, s.file.check, s.kept)
 	}
 	if s.dialect.foldCounts != nil {
 		var folding context.Context
@@ -358,7 +363,8 @@ func (s *Store) write(ctx context.Context, size int, run writeRun) (err error) {
 		return s.batches.write(ctx, size, run) // which looks at the file once per batch
 	}
 	defer func() { failIfLost(&err, s.file.check()) }()
-	return inTx(ctx, s.writer, nil, func(tx *sql.Tx) error { return run(ctx, tx) })
+	defer s.kept.prepareMissing(context.WithoutCancel(ctx))
+	return inTx(ctx, s.writer, nil, func(tx *sql.Tx) error { return run(ctx, writeTx{tx, s.kept}) })
 }
 
 // inTx runs fn in a transaction of db with opts, committed if fn succeeds and rolled back if not.

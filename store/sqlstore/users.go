@@ -88,7 +88,7 @@ func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Co
 	defer s.announceChange(&err)
 	var u store.User
 	actor := store.ActorOf(ctx)
-	err = s.write(ctx, len(nu.Name)+len(nu.Role), func(ctx context.Context, tx *sql.Tx) error {
+	err = s.write(ctx, len(nu.Name)+len(nu.Role), func(ctx context.Context, tx writeTx) error {
 		now := micros(s.now())
 		row := tx.QueryRowContext(ctx,
 			`INSERT INTO users (name, name_key, role, created_at, updated_at, version, changed_by) VALUES ($1, $2, $3, $4, $4, 1, $5) RETURNING `+userColumns,
@@ -118,7 +118,7 @@ func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChan
 	condition, conditionArgs := versionCondition(ifVersion, 7)
 	args := append([]any{changes.Name, nameKey, changes.Role, nil, id, store.ActorOf(ctx)}, conditionArgs...)
 	var u store.User
-	err = s.write(ctx, size, func(ctx context.Context, tx *sql.Tx) error {
+	err = s.write(ctx, size, func(ctx context.Context, tx writeTx) error {
 		args[3] = micros(s.now())
 		row := tx.QueryRowContext(ctx,
 			`UPDATE users SET name = COALESCE($1, name), name_key = COALESCE($2, name_key), role = COALESCE($3, role),
@@ -144,7 +144,7 @@ func (s *Store) DeleteUser(ctx context.Context, id int32, ifVersion store.IfVers
 	defer s.announceChange(&err)
 	condition, conditionArgs := versionCondition(ifVersion, 3)
 	args := append([]any{id, store.ActorOf(ctx)}, conditionArgs...)
-	return s.write(ctx, 0, func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, 0, func(ctx context.Context, tx writeTx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE users SET changed_by = $2 WHERE id = $1`+condition, args...)
 		if err != nil {
 			return fmt.Errorf("delete user %d: %w", id, err)
@@ -187,7 +187,7 @@ func versionCondition(ifVersion store.IfVersion, first int) (string, []any) {
 // whyNotWritten tells why a conditional write of user id changed no row: the user is missing, or it
 // failed the precondition. The write itself has already decided; this only names the reason, read
 // in the write's own transaction.
-func whyNotWritten(ctx context.Context, tx *sql.Tx, id int32, ifVersion store.IfVersion) error {
+func whyNotWritten(ctx context.Context, tx writeTx, id int32, ifVersion store.IfVersion) error {
 	if ifVersion == nil {
 		return fmt.Errorf("user %d %w", id, store.ErrNotFound)
 	}
