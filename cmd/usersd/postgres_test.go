@@ -185,6 +185,16 @@ func writeUntilStopped(base, prefix string, n int) (stop func()) {
 func listAllIDs(t *testing.T, s *testServer) []int {
 	t.Helper()
 	var ids []int
+	for _, u := range listEveryUser(t, s) {
+		ids = append(ids, apitest.IDOf(t, u))
+	}
+	return ids
+}
+
+// listEveryUser pages through GET /users, 100 at a time, and returns every user in order.
+func listEveryUser(t *testing.T, s *testServer) []map[string]any {
+	t.Helper()
+	var all []map[string]any
 	for page := 1; ; page++ {
 		res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users?limit=100&page=%d", page)})
 		if res.Status != http.StatusOK {
@@ -192,11 +202,9 @@ func listAllIDs(t *testing.T, s *testServer) []int {
 		}
 		users := apitest.DecodeArray(t, res.Body)
 		if len(users) == 0 {
-			return ids
+			return all
 		}
-		for _, u := range users {
-			ids = append(ids, apitest.IDOf(t, u))
-		}
+		all = append(all, users...)
 	}
 }
 

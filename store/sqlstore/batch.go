@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -153,6 +154,12 @@ func (c *committer) commitUntilClosed() {
 		case <-c.quit:
 		}
 		for {
+			// Let the goroutines that are ready to run go first: they are mostly requests on
+			// their way to queue a write. Woken by the first of them, the loop would otherwise
+			// run ahead of the rest (a goroutine woken by a channel runs next) and commit
+			// batches of one while the others wait their turn; yielding waits for nothing that
+			// is not already under way, so a lone write is not delayed.
+			runtime.Gosched()
 			batch := c.take()
 			if len(batch) == 0 {
 				break
