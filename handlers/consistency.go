@@ -14,8 +14,8 @@ import (
 // conditional request reads from the primary, whose answer (304 or not) depends on the newest
 // version. A read that says neither keeps its context as it is.
 func readContext(r *http.Request) context.Context {
-	token := r.Header.Get(users.ConsistencyTokenHeader)
-	conditional := r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Modified-Since") != ""
+	token := headerValue(r.Header, users.ConsistencyTokenHeader)
+	conditional := headerValue(r.Header, "If-None-Match") != "" || headerValue(r.Header, "If-Modified-Since") != ""
 	if token == "" && !conditional {
 		return r.Context()
 	}

@@ -29,9 +29,9 @@ import (
 // kept to be logged beside it.
 func withRequestContext(timeout time.Duration, trustHeader bool, budget *answerBudget, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		info := &requestInfo{budget: budget}
+		info := &requestInfo{budget: budget, start: time.Now()}
 		defer info.releaseAnswer()
-		if sent := r.Header.Get("X-Request-Id"); isSafeRequestID(sent) {
+		if sent := headerValue(r.Header, "X-Request-Id"); isSafeRequestID(sent) {
 			if trustHeader {
 				info.id = sent
 			} else {
@@ -41,10 +41,10 @@ func withRequestContext(timeout time.Duration, trustHeader bool, budget *answerB
 		if info.id == "" {
 			info.id = newRequestID()
 		}
-		w.Header().Set("X-Request-Id", info.id)
+		w.Header()["X-Request-Id"] = []string{info.id} // Set would canonicalise the constant again
 		ctx := context.WithValue(r.Context(), requestInfoKey{}, info)
 		if timeout > 0 {
-			timed := newLazyDeadline(ctx, time.Now().Add(timeout))
+			timed := newLazyDeadline(ctx, info.start.Add(timeout))
 			defer timed.stop()
 			ctx = timed
 		}

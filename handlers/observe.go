@@ -80,8 +80,11 @@ func isTraceState(key string) bool { return strings.EqualFold(key, "tracestate")
 func withObservation(o observer, next http.Handler) http.Handler {
 	unmatched := newRouteStats(unmatchedRoute, false) // the route of every request that no route serves
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
 		info := infoOf(r.Context())
+		start := time.Now()
+		if info != nil {
+			start = info.start // withRequestContext read the clock a moment ago
+		}
 		method := methodOf(r.Method)
 		o.metrics.requestStarted()
 		var span trace.Span

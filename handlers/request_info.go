@@ -5,6 +5,8 @@ package handlers
 import (
 	"context"
 	"log/slog"
+	"net/http"
+	"time"
 
 	"connectrpc.com/connect"
 )
@@ -20,6 +22,9 @@ type requestInfo struct {
 	// id is the request's id; client is the X-Request-Id that the client sent, unless that was
 	// taken as the id (empty if none, or not a sane one).
 	id, client string
+	// start is when the request began to be served: its deadline counts from it, its duration
+	// is measured from it, and its credential is checked at it (one clock read for all three).
+	start time.Time
 	// route is the route that served the request; nil when no route did.
 	route *routeStats
 	// rpcCode is the code an RPC ended with, when hasRPCCode says that one was recorded.
@@ -75,4 +80,14 @@ func (h requestIDLogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h requestIDLogHandler) WithGroup(name string) slog.Handler {
 	return requestIDLogHandler{h.Handler.WithGroup(name)}
+}
+
+// headerValue is h.Get(key) for a key already in canonical form (a constant of this package):
+// net/http stores every request header under its canonical name, and Get would check and
+// canonicalise the key again, byte by byte, on every read of every request.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
