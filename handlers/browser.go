@@ -49,7 +49,7 @@ func withSecurityHeaders(routes *routeTable, next http.Handler) http.Handler {
 // isGRPC reports whether r is a gRPC call (application/grpc or application/grpc+codec), which only
 // a program can make, not gRPC-Web, which browsers make.
 func isGRPC(r *http.Request) bool {
-	contentType := r.Header.Get("Content-Type")
+	contentType := headerValue(r.Header, "Content-Type")
 	rest, ok := strings.CutPrefix(contentType, "application/grpc")
 	return ok && (rest == "" || rest[0] == '+' || rest[0] == ';')
 }

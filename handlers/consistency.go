@@ -25,7 +25,7 @@ func readContext(r *http.Request) context.Context {
 // writeContext returns the context of a REST write, whose token the service sets on w.
 func writeContext(w http.ResponseWriter, r *http.Request) context.Context {
 	return users.WithConsistency(r.Context(), users.Consistency{
-		Token:  r.Header.Get(users.ConsistencyTokenHeader),
+		Token:  headerValue(r.Header, users.ConsistencyTokenHeader),
 		Answer: func(token string) { w.Header().Set(users.ConsistencyTokenHeader, token) },
 	})
 }

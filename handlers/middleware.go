@@ -119,7 +119,11 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 // that no wrapper added above it can hide a begun answer and have an error glued onto a 200.
 func withRecover(logger *slog.Logger, errs *errorWriter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w}
+		// The observer's recorder, which every request passes, says whether the answer began.
+		rec, ok := w.(*statusRecorder)
+		if !ok {
+			rec = &statusRecorder{ResponseWriter: w}
+		}
 		defer func() {
 			p := recover()
 			if p == nil {

@@ -34,7 +34,7 @@ func (errs *errorWriter) rest(fn restFunc) http.Handler {
 // readBody reads a request body whose Content-Type is one of accepted (parameters such as charset
 // aside): 415 for another type, 413 past the body limit.
 func readBody(r *http.Request, accepted ...string) ([]byte, error) {
-	header := r.Header.Get("Content-Type")
+	header := headerValue(r.Header, "Content-Type")
 	mediaType, params, err := mime.ParseMediaType(header)
 	if err != nil || !slices.Contains(accepted, mediaType) {
 		return nil, newHTTPError(http.StatusUnsupportedMediaType, connect.CodeInvalidArgument,

@@ -190,7 +190,7 @@ func (t *routeTable) isRPCPath(path string) bool {
 // kinds of request may be POSTs of application/json, so the path tells them apart first. It is the
 // one answer to "is this an RPC?": the error writer, the security headers and the observer ask it.
 func (t *routeTable) isRPC(r *http.Request) bool {
-	return strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") || r.Header.Get("Connect-Protocol-Version") != "" ||
+	return strings.HasPrefix(headerValue(r.Header, "Content-Type"), "application/grpc") || headerValue(r.Header, "Connect-Protocol-Version") != "" ||
 		t.isRPCPath(r.URL.Path)
 }
 
