@@ -9,8 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
+
+	"usersd/store"
 )
 
 // DefaultWriteBatch is the most writes that one commit carries unless WithWriteBatch says
@@ -30,8 +33,9 @@ const maxBatchBytes = 1 << 20
 // in the queue before its request is told to retry.
 const maxWriteRetries = 3
 
-// errStoreClosed answers a write that comes after the store began to close.
-var errStoreClosed = errors.New("the store is closed")
+// errStoreClosed answers a write that comes after the store began to close: the client may retry
+// it on another replica, or on this one once it has started again.
+var errStoreClosed = fmt.Errorf("%w: the store is closed", store.ErrUnavailable)
 
 // writeRun is one request's write. It runs in the transaction of its batch, with the batch's
 // context, and reads what it needs from the request's context before it is queued. One request
@@ -69,6 +73,9 @@ type committer struct {
 	// replica's batch); checkFile is the SQLite file's check after a commit (see fileGuard).
 	retryable func(error) bool
 	checkFile func() error
+	// refuse is the last finding of the SQLite file's check (Store.refuseWrite): a batch does not
+	// start into a file known to be lost.
+	refuse func() error
 	// kept are the statements prepared for writes (SQLite; nil on PostgreSQL).
 	kept *keptStatements
 
@@ -82,14 +89,15 @@ type committer struct {
 	closing bool
 	// wake tells a free connection's loop that writes are queued; quit, closed, that the store
 	// closes; running counts the loops.
-	wake    chan struct{}
-	quit    chan struct{}
-	running sync.WaitGroup
+	wake      chan struct{}
+	quit      chan struct{}
+	closeOnce sync.Once
+	running   sync.WaitGroup
 }
 
 // newCommitter starts connections loops, each committing one batch at a time on a connection of db.
-func newCommitter(db *sql.DB, connections, maxWrites int, retryable func(error) bool, checkFile func() error, kept *keptStatements) *committer {
-	c := &committer{db: db, maxWrites: maxWrites, retryable: retryable, checkFile: checkFile, kept: kept,
+func newCommitter(db *sql.DB, connections, maxWrites int, retryable func(error) bool, checkFile, refuse func() error, kept *keptStatements) *committer {
+	c := &committer{db: db, maxWrites: maxWrites, retryable: retryable, checkFile: checkFile, refuse: refuse, kept: kept,
 		wake: make(chan struct{}, 1), quit: make(chan struct{})}
 	for range connections {
 		c.running.Go(c.commitUntilClosed)
@@ -140,10 +148,12 @@ func (c *committer) signal() {
 // close lets the writes already queued commit, refuses new ones, and returns once the committer
 // has stopped.
 func (c *committer) close() {
-	c.mu.Lock()
-	c.closing = true
-	c.mu.Unlock()
-	close(c.quit)
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closing = true
+		c.mu.Unlock()
+		close(c.quit)
+	})
 	c.running.Wait()
 }
 
@@ -194,6 +204,9 @@ func (c *committer) take() []*queuedWrite {
 	rest := copy(c.queue, c.queue[taken:])
 	clear(c.queue[rest:])
 	c.queue = c.queue[:rest]
+	if rest > 0 {
+		c.signal() // more than a batch was queued: another connection, if one is free, takes the rest
+	}
 	return batch
 }
 
@@ -214,12 +227,18 @@ func (c *committer) commit(batch []*queuedWrite) {
 	}
 	c.committing.Add(int64(len(batch)))
 	defer c.committing.Add(-int64(len(batch)))
+	if err := c.refuse(); err != nil {
+		for _, w := range batch {
+			w.done <- err
+		}
+		return
+	}
 	outcomes := make([]error, len(batch))
 	err := inTx(ctx, c.db, nil, func(sqlTx *sql.Tx) error {
 		tx := writeTx{sqlTx, c.kept}
 		if len(batch) == 1 {
 			// Alone in its transaction, a write that fails rolls back nothing but itself.
-			outcomes[0] = batch[0].run(ctx, tx)
+			outcomes[0] = runSafely(ctx, tx, batch[0].run)
 			return outcomes[0]
 		}
 		for i, w := range batch {
@@ -231,17 +250,15 @@ func (c *committer) commit(batch []*queuedWrite) {
 		}
 		return nil
 	})
-	if err == nil {
-		c.commits.Add(1)
-		c.writes.Add(uint64(len(batch)))
-	}
-	c.kept.prepareMissing(ctx)
+	// The transaction failed for a cause of its own, not only for its one write's.
+	batchFailed := err != nil && !(len(batch) == 1 && err == outcomes[0])
 	lost := c.checkFile()
 	var again []*queuedWrite
+	answered := 0
 	for i, w := range batch {
 		outcome := outcomes[i]
 		switch {
-		case outcome != nil && c.retryable(outcome) && w.retries < maxWriteRetries && err == nil:
+		case outcome != nil && c.retryable(outcome) && w.retries < maxWriteRetries && !batchFailed:
 			w.retries++
 			again = append(again, w)
 			continue
@@ -250,12 +267,19 @@ func (c *committer) commit(batch []*queuedWrite) {
 		}
 		failIfLost(&outcome, lost)
 		w.done <- outcome
+		answered++
+	}
+	if err == nil {
+		c.commits.Add(1)
+		c.writes.Add(uint64(answered))
 	}
 	c.requeue(again)
+	c.kept.prepareMissing() // once every write is answered: it may wait for the writer connection
 }
 
-// requeue puts writes that lost a deadlock back at the head of the queue, for the next batch: by
-// then the batch they waited for has committed, so they do not meet it again.
+// requeue puts writes that lost a deadlock back at the head of the queue, for a later batch: the
+// transaction they deadlocked with has ended or will soon, and a write that keeps meeting one is
+// told to retry after maxWriteRetries (store.ErrUnavailable).
 func (c *committer) requeue(writes []*queuedWrite) {
 	if len(writes) == 0 {
 		return
@@ -281,16 +305,30 @@ func inSavepoint(ctx context.Context, tx writeTx, run writeRun) (outcome, broken
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT batched_write`); err != nil {
 		return err, err
 	}
-	outcome = run(ctx, tx)
+	outcome = runSafely(ctx, tx, run)
 	if outcome != nil {
 		if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT batched_write`); err != nil {
-			return outcome, fmt.Errorf("roll back a failed write of a batch: %w", err)
+			// The transaction itself is gone (a connection lost, SQLite rolled it all back): keep
+			// what the write met, which says why, beside what the rollback met.
+			return outcome, fmt.Errorf("roll back a failed write of a batch: %w (the write met: %w)", err, outcome)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT batched_write`); err != nil {
 		return outcome, fmt.Errorf("end a write of a batch: %w", err)
 	}
 	return outcome, nil
+}
+
+// runSafely runs one write, turning a panic in it (in the service's code that builds the answer an
+// idempotency key keeps, say) into the write's error: the batch's other writes, and the process,
+// go on, as a panicking request alone would have before writes were batched.
+func runSafely(ctx context.Context, tx writeTx, run writeRun) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("a write panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return run(ctx, tx)
 }
 
 // WriteBatches is what the group commit of a store is doing and has done: how many writes wait for

@@ -122,6 +122,8 @@ func postgresUnavailable(err error) bool {
 		return true
 	case code == "25P03": // the server ended a session idle in its transaction
 		return true
+	case code == "40P01": // a deadlock with another transaction, which a retry does not meet again
+		return true
 	case code != "":
 		return false // the server answered: the statement (or a login it refused: a password, a database), not the connection, failed
 	}

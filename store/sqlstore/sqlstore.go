@@ -109,8 +109,8 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	for _, opt := range opts {
 		opt(s)
 	}
-	if s.maxWrites < 1 {
-		return nil, fmt.Errorf("a commit carries at least 1 write, not %d", s.maxWrites)
+	if s.maxWrites < 1 || s.maxWrites > DefaultWriteBatch {
+		return nil, fmt.Errorf("a commit carries 1 to %d writes, not %d", DefaultWriteBatch, s.maxWrites)
 	}
 	if isPostgresURL(dsn) {
 		db, err := openPostgres(ctx, dsn, s.direct != "")
@@ -169,7 +169,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		s.kept = newKeptStatements(s.writer)
 	}
 	if s.maxWrites > 1 {
-		s.batches = newCommitter(s.writer, s.dialect.committers, s.maxWrites, s.dialect.retryable, s.file.check, s.kept)
+		s.batches = newCommitter(s.writer, s.dialect.committers, s.maxWrites, s.dialect.retryable, s.file.check, s.refuseWrite, s.kept)
 	}
 	if s.dialect.foldCounts != nil {
 		var folding context.Context
@@ -302,6 +302,7 @@ func (s *Store) Close() error {
 	if s.batches != nil {
 		s.batches.close()
 	}
+	s.kept.close()
 	s.file.close()
 	s.notices.close()
 	var err error
@@ -363,8 +364,8 @@ func (s *Store) write(ctx context.Context, size int, run writeRun) (err error) {
 		return s.batches.write(ctx, size, run) // which looks at the file once per batch
 	}
 	defer func() { failIfLost(&err, s.file.check()) }()
-	defer s.kept.prepareMissing(context.WithoutCancel(ctx))
-	return inTx(ctx, s.writer, nil, func(tx *sql.Tx) error { return run(ctx, writeTx{tx, s.kept}) })
+	defer s.kept.prepareMissingLater()
+	return inTx(ctx, s.writer, nil, func(tx *sql.Tx) error { return runSafely(ctx, writeTx{tx, s.kept}, run) })
 }
 
 // inTx runs fn in a transaction of db with opts, committed if fn succeeds and rolled back if not.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+	"time"
 )
 
 // maxKeptStatements bounds the statements kept: the writes' statements are a handful of constants,
@@ -41,14 +42,18 @@ func (t writeTx) ExecContext(ctx context.Context, query string, args ...any) (sq
 // writes ran without one. A statement cannot be prepared for keeping while a write's transaction
 // holds the one writer connection, so the ones missing are prepared after it (prepareMissing).
 type keptStatements struct {
-	db      *sql.DB
-	mu      sync.Mutex
-	kept    map[string]*sql.Stmt
-	missing map[string]bool
+	db *sql.DB
+	mu sync.Mutex
+	// kept are prepared; missing were run without one and wait to be prepared; failed could not
+	// be prepared (a statement of another build's schema, say), and are not tried again. All
+	// three together hold at most maxKeptStatements.
+	kept            map[string]*sql.Stmt
+	missing, failed map[string]bool
+	closed          bool
 }
 
 func newKeptStatements(db *sql.DB) *keptStatements {
-	return &keptStatements{db: db, kept: map[string]*sql.Stmt{}, missing: map[string]bool{}}
+	return &keptStatements{db: db, kept: map[string]*sql.Stmt{}, missing: map[string]bool{}, failed: map[string]bool{}}
 }
 
 // find returns the statement kept for query, or nil and notes it as missing.
@@ -59,29 +64,76 @@ func (k *keptStatements) find(query string) *sql.Stmt {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	st := k.kept[query]
-	if st == nil && len(k.kept)+len(k.missing) < maxKeptStatements {
+	if st == nil && !k.failed[query] && len(k.kept)+len(k.missing)+len(k.failed) < maxKeptStatements {
 		k.missing[query] = true
 	}
 	return st
 }
 
 // prepareMissing prepares the statements that writes ran without one; it runs when no write holds
-// the writer. A statement that fails to prepare is left to be prepared by each write, as before.
-func (k *keptStatements) prepareMissing(ctx context.Context) {
+// the writer (it waits for the connection otherwise), and at most for prepareTimeout.
+func (k *keptStatements) prepareMissing() {
 	if k == nil {
 		return
 	}
 	k.mu.Lock()
-	missing := k.missing
-	k.missing = map[string]bool{}
+	var missing []string
+	for query := range k.missing {
+		missing = append(missing, query)
+	}
 	k.mu.Unlock()
-	for query := range missing {
+	if len(missing) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
+	defer cancel()
+	for _, query := range missing {
 		st, err := k.db.PrepareContext(ctx, query)
-		if err != nil {
-			continue
-		}
 		k.mu.Lock()
-		k.kept[query] = st
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// Not the statement's fault: it stays missing, for the next time.
+		case err != nil:
+			delete(k.missing, query)
+			k.failed[query] = true
+		case k.closed || k.kept[query] != nil:
+			st.Close() // the store closed, or another caller prepared it meanwhile
+			delete(k.missing, query)
+		default:
+			delete(k.missing, query)
+			k.kept[query] = st
+		}
 		k.mu.Unlock()
+	}
+}
+
+// prepareTimeout bounds how long prepareMissing waits for the writer connection.
+const prepareTimeout = 5 * time.Second
+
+// prepareMissingLater prepares the missing statements in the background, if there are any, so
+// that no request waits for it.
+func (k *keptStatements) prepareMissingLater() {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	pending := len(k.missing) > 0
+	k.mu.Unlock()
+	if pending {
+		go k.prepareMissing()
+	}
+}
+
+// close closes the kept statements.
+func (k *keptStatements) close() {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.closed = true
+	for query, st := range k.kept {
+		st.Close()
+		delete(k.kept, query)
 	}
 }

@@ -2,7 +2,6 @@
 package sqlstore
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -149,8 +148,10 @@ func (s *Store) DeleteUser(ctx context.Context, id int32, ifVersion store.IfVers
 		if err != nil {
 			return fmt.Errorf("delete user %d: %w", id, err)
 		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return cmp.Or(err, whyNotWritten(ctx, tx, id, ifVersion))
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("delete user %d: %w", id, err)
+		} else if n == 0 {
+			return whyNotWritten(ctx, tx, id, ifVersion)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM users WHERE id = $1`, id); err != nil {
 			return fmt.Errorf("delete user %d: %w", id, err)
