@@ -254,24 +254,28 @@ func (c *committer) commit(batch []*queuedWrite) {
 	batchFailed := err != nil && !(len(batch) == 1 && err == outcomes[0])
 	lost := c.checkFile()
 	var again []*queuedWrite
-	answered := 0
+	retry := make([]bool, len(batch))
 	for i, w := range batch {
 		outcome := outcomes[i]
 		switch {
 		case outcome != nil && c.retryable(outcome) && w.retries < maxWriteRetries && !batchFailed:
 			w.retries++
-			again = append(again, w)
+			again, retry[i] = append(again, w), true
 			continue
 		case outcome == nil:
 			outcome = err // nil once committed; else nothing of the batch was kept
 		}
 		failIfLost(&outcome, lost)
-		w.done <- outcome
-		answered++
+		outcomes[i] = outcome
 	}
-	if err == nil {
+	if err == nil { // counted before the answers, so that whoever is answered sees the count
 		c.commits.Add(1)
-		c.writes.Add(uint64(answered))
+		c.writes.Add(uint64(len(batch) - len(again)))
+	}
+	for i, w := range batch {
+		if !retry[i] {
+			w.done <- outcomes[i]
+		}
 	}
 	c.requeue(again)
 	c.kept.prepareMissing() // once every write is answered: it may wait for the writer connection
