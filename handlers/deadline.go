@@ -21,6 +21,9 @@ import (
 type lazyDeadline struct {
 	context.Context // the parent: values and cancellation come from it
 	deadline        time.Time
+	// info, when set, is the value of requestInfoKey: the request's info, which holds this
+	// context (see withRequestContext).
+	info *requestInfo
 
 	mu    sync.Mutex
 	timed atomic.Pointer[timedContext] // set once, under mu
@@ -39,8 +42,13 @@ func newLazyDeadline(parent context.Context, deadline time.Time) *lazyDeadline {
 type lazyDeadlineKey struct{}
 
 func (c *lazyDeadline) Value(key any) any {
-	if _, ok := key.(lazyDeadlineKey); ok {
+	switch key.(type) {
+	case lazyDeadlineKey:
 		return c
+	case requestInfoKey:
+		if c.info != nil {
+			return c.info
+		}
 	}
 	return c.Context.Value(key)
 }

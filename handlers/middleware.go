@@ -41,12 +41,17 @@ func withRequestContext(timeout time.Duration, trustHeader bool, budget *answerB
 		if info.id == "" {
 			info.id = newRequestID()
 		}
-		w.Header()["X-Request-Id"] = []string{info.id} // Set would canonicalise the constant again
-		ctx := context.WithValue(r.Context(), requestInfoKey{}, info)
+		info.idHeader[0] = info.id
+		w.Header()["X-Request-Id"] = info.idHeader[:] // Set would canonicalise the constant, and allocate
+		var ctx context.Context
 		if timeout > 0 {
-			timed := newLazyDeadline(ctx, info.start.Add(timeout))
-			defer timed.stop()
-			ctx = timed
+			// The deadline lives in the request's info and carries it as its value: one
+			// allocation for the info, its deadline and the context that finds them.
+			info.deadline = lazyDeadline{Context: r.Context(), deadline: info.start.Add(timeout), info: info}
+			defer info.deadline.stop()
+			ctx = &info.deadline
+		} else {
+			ctx = context.WithValue(r.Context(), requestInfoKey{}, info)
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})

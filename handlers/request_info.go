@@ -22,6 +22,10 @@ type requestInfo struct {
 	// id is the request's id; client is the X-Request-Id that the client sent, unless that was
 	// taken as the id (empty if none, or not a sane one).
 	id, client string
+	// deadline is the request's context when it has a deadline (withRequestContext).
+	deadline lazyDeadline
+	// idHeader is the X-Request-Id header's value, id, held here to save an allocation.
+	idHeader [1]string
 	// start is when the request began to be served: its deadline counts from it, its duration
 	// is measured from it, and its credential is checked at it (one clock read for all three).
 	start time.Time

@@ -71,7 +71,7 @@ func getUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		if value := strings.Join(r.Header.Values("If-None-Match"), ", "); value != "" && noneMatch(value, user.GetEtag()) {
+		if value := strings.Join(r.Header["If-None-Match"], ", "); value != "" && noneMatch(value, user.GetEtag()) {
 			w.Header().Set("ETag", user.GetEtag())
 			w.WriteHeader(http.StatusNotModified) // the client's copy is current: no body
 			return nil
@@ -151,7 +151,7 @@ func deleteUserREST(service *users.Service, errs *errorWriter) http.Handler {
 
 // writeUser answers with one user and its entity tag.
 func writeUser(w http.ResponseWriter, r *http.Request, status int, user *usersv1.User) error {
-	w.Header().Set("ETag", user.GetEtag())
+	w.Header()["Etag"] = []string{user.GetEtag()} // Set would canonicalise the constant again
 	return writeMessage(w, r, status, user)
 }
 
