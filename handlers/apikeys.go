@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 )
@@ -17,7 +18,7 @@ const APIKeyHeader = "x-api-key"
 
 // apiKeyHeaderKey is APIKeyHeader as net/http keys a header map: looking it up in this form costs
 // no canonicalisation (and no allocation) on every request.
-const apiKeyHeaderKey = "X-Api-Key"
+var apiKeyHeaderKey = http.CanonicalHeaderKey(APIKeyHeader)
 
 // MinAPIKeyLength is the shortest key accepted: a key is a password that scripts send, and one a
 // person could guess or type from memory is too short.

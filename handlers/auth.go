@@ -113,9 +113,11 @@ func (a *authorizer) require(need Scopes, anonymous bool, next http.Handler) htt
 			return
 		}
 		secret, authorization := headerValue(r.Header, apiKeyHeaderKey), headerValue(r.Header, "Authorization")
-		now := time.Now()
+		var now time.Time
 		if info := infoOf(r.Context()); info != nil {
 			now = info.start // the request's start: milliseconds ago at most, and one clock read fewer
+		} else {
+			now = time.Now()
 		}
 		var address string
 		if a.limiter != nil {

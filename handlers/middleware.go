@@ -120,11 +120,11 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 
 // withRecover is the final error handler: a panic anywhere below it is logged with its stack and the
 // request id and answered with a fixed internal error, in the request's own protocol. Whether the
-// answer has begun it learns from a recorder of its own, not from whatever writer it is handed, so
-// that no wrapper added above it can hide a begun answer and have an error glued onto a 200.
+// answer has begun it learns from a recorder that sees every write, so that no wrapper added above
+// it can hide a begun answer and have an error glued onto a 200: the observer's, when it is handed
+// that recorder itself (nothing between them then), else a recorder of its own.
 func withRecover(logger *slog.Logger, errs *errorWriter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The observer's recorder, which every request passes, says whether the answer began.
 		rec, ok := w.(*statusRecorder)
 		if !ok {
 			rec = &statusRecorder{ResponseWriter: w}

@@ -47,7 +47,7 @@ var postgresDialect = dialect{
 	committers: postgresCommitters,
 	// A deadlock: two batches (of two replicas) waiting for each other's rows. PostgreSQL fails one
 	// statement of one of them; its write goes to its replica's next batch, after the other commits.
-	retryable:           func(err error) bool { return postgresCode(err) == "40P01" },
+	retryable:           postgresDeadlock,
 	foreignKeyViolation: func(err error) bool { return postgresCode(err) == "23503" },
 	// Kept without a row that every write updates (migration 0007): writes append deltas, and
 	// foldCountDeltas folds them into user_counts.
@@ -122,7 +122,7 @@ func postgresUnavailable(err error) bool {
 		return true
 	case code == "25P03": // the server ended a session idle in its transaction
 		return true
-	case code == "40P01": // a deadlock with another transaction, which a retry does not meet again
+	case postgresDeadlock(err): // with another transaction, which a retry does not meet again
 		return true
 	case code != "":
 		return false // the server answered: the statement (or a login it refused: a password, a database), not the connection, failed
@@ -136,6 +136,9 @@ func postgresUnavailable(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		pgconn.SafeToRetry(err)
 }
+
+// postgresDeadlock reports a statement that PostgreSQL failed to break a deadlock.
+func postgresDeadlock(err error) bool { return postgresCode(err) == "40P01" }
 
 // postgresCode returns the SQLSTATE of a server error, or "".
 func postgresCode(err error) string {

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// maxKeptStatements bounds the statements kept: the writes' statements are a handful of constants,
-// and the rest (a precondition on several versions, say) are prepared each time as before.
+// maxKeptStatements bounds the statements kept: the writes' statements are a handful of constants;
+// those whose text a client chooses are never kept (see writeTx.keepingIf).
 const maxKeptStatements = 64
 
 // writeTx is the transaction that a write runs in. On SQLite, preparing a statement (parsing it,
@@ -20,6 +20,16 @@ const maxKeptStatements = 64
 type writeTx struct {
 	*sql.Tx
 	kept *keptStatements // nil: none kept
+}
+
+// keepingIf returns t, or t keeping no statements when keep is false: for a statement whose text the
+// client chooses (a precondition on several versions has one for each count), which would otherwise
+// fill the kept statements for good and leave the writes' own unkept.
+func (t writeTx) keepingIf(keep bool) writeTx {
+	if !keep {
+		t.kept = nil
+	}
+	return t
 }
 
 // QueryRowContext is sql.Tx's, on a kept statement when there is one.

@@ -118,6 +118,7 @@ func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChan
 	args := append([]any{changes.Name, nameKey, changes.Role, nil, id, store.ActorOf(ctx)}, conditionArgs...)
 	var u store.User
 	err = s.write(ctx, size, func(ctx context.Context, tx writeTx) error {
+		tx = tx.keepingIf(len(conditionArgs) <= 1)
 		args[3] = micros(s.now())
 		row := tx.QueryRowContext(ctx,
 			`UPDATE users SET name = COALESCE($1, name), name_key = COALESCE($2, name_key), role = COALESCE($3, role),
@@ -144,6 +145,7 @@ func (s *Store) DeleteUser(ctx context.Context, id int32, ifVersion store.IfVers
 	condition, conditionArgs := versionCondition(ifVersion, 3)
 	args := append([]any{id, store.ActorOf(ctx)}, conditionArgs...)
 	return s.write(ctx, 0, func(ctx context.Context, tx writeTx) error {
+		tx = tx.keepingIf(len(conditionArgs) <= 1)
 		res, err := tx.ExecContext(ctx, `UPDATE users SET changed_by = $2 WHERE id = $1`+condition, args...)
 		if err != nil {
 			return fmt.Errorf("delete user %d: %w", id, err)
