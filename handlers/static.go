@@ -77,7 +77,10 @@ func addStaticRoutes(routes *routeTable, fsys fs.FS) error {
 // repository as it is (the API reference's bundle) is kept this way; browsers all take gzip, so the
 // inflated copy is made only if some other client asks, and then once.
 func servePrecompressed(name string, compressed []byte) http.Handler {
-	contentType := mime.TypeByExtension(path.Ext(name))
+	// Looked up at the first request, as ServeFileFS does for the other files: the first lookup
+	// loads the system's whole table of types into the heap, where every garbage collection of a
+	// service that may never serve its page would scan it.
+	contentType := sync.OnceValue(func() string { return mime.TypeByExtension(path.Ext(name)) })
 	digest := fmt.Sprintf("%x", sha256.Sum256(compressed))
 	gzipTag, plainTag := `"`+digest+`-gzip"`, `"`+digest+`"` // one tag for each representation
 	inflated := sync.OnceValues(func() ([]byte, error) {
@@ -90,7 +93,7 @@ func servePrecompressed(name string, compressed []byte) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del("Range") // the whole file, as for the others (see addStaticRoutes)
 		h := w.Header()
-		h.Set("Content-Type", contentType)
+		h.Set("Content-Type", contentType())
 		h.Set("Cache-Control", "no-cache")
 		h.Add("Vary", "Accept-Encoding")
 		content, tag := compressed, gzipTag
