@@ -45,9 +45,11 @@ var errStoreClosed = fmt.Errorf("%w: the store is closed", store.ErrUnavailable)
 // (from a lock it waits for, or from a server that stopped answering) for the writes behind it.
 type writeRun func(ctx context.Context, tx writeTx) error
 
-// A write is queued, then taken into a batch or withdrawn by its request, never both.
+// A write is queued, then taken into a batch or withdrawn by its request, never both. A queued
+// write may first be made its batch's leader, which its request can no longer withdraw.
 const (
 	writeQueued int32 = iota
+	writeLeading
 	writeTaken
 	writeWithdrawn
 )
@@ -60,12 +62,21 @@ type queuedWrite struct {
 	state   atomic.Int32
 	retries int
 	done    chan error // receives the write's outcome once its batch has committed or failed
+	// lead receives when the write's goroutine is to commit the next batch. A write can be
+	// appointed again only after a batch took it and put it back (requeue), at most
+	// maxWriteRetries times, and the buffer holds every appointment, so that an appointment, made
+	// under the committer's lock, never blocks.
+	lead chan struct{}
 }
 
-// committer runs the batches of a store's writes on a few connections at once (one on SQLite,
-// which has one writer): a connection that is free takes every write queued (no timer: a lone
-// write is committed at once, and writes queue only while every connection is committing), runs
-// each in a savepoint of one transaction, commits once and then answers each.
+// committer commits the batches of a store's writes on a few connections at once (one on SQLite,
+// which has one writer). There is no goroutine of its own: the goroutine of a write that finds a
+// connection free commits, and is the batch's leader. It takes every write queued (no timer: a
+// lone write commits at once, in its own goroutine, and writes queue only while every connection
+// is committing), runs each in a savepoint of one transaction, commits once, answers each, and
+// hands its connection to the goroutine of the oldest write still queued, which leads the next
+// batch. Each write that waits is woken once (to be answered, or to lead); a lone write is never
+// handed from one goroutine to another.
 type committer struct {
 	db        *sql.DB
 	maxWrites int
@@ -84,52 +95,67 @@ type committer struct {
 	committing      atomic.Int64
 	commits, writes atomic.Uint64
 
-	mu      sync.Mutex
-	queue   []*queuedWrite
+	mu    sync.Mutex
+	queue []*queuedWrite
+	// free counts the connections that no leader holds. A write queues only while it is 0, and a
+	// leader that ends with writes queued hands its connection on, so that writes never wait in
+	// a queue that no leader will take.
+	free    int
 	closing bool
-	// wake tells a free connection's loop that writes are queued; quit, closed, that the store
-	// closes; running counts the loops.
-	wake      chan struct{}
-	quit      chan struct{}
-	closeOnce sync.Once
-	running   sync.WaitGroup
+	// leaders counts the leaders at work, which close waits for.
+	leaders sync.WaitGroup
 }
 
-// newCommitter starts connections loops, each committing one batch at a time on a connection of db.
+// newCommitter returns a committer of batches on up to connections connections of db at once.
 func newCommitter(db *sql.DB, connections, maxWrites int, retryable func(error) bool, checkFile, refuse func() error, kept *keptStatements) *committer {
-	c := &committer{db: db, maxWrites: maxWrites, retryable: retryable, checkFile: checkFile, refuse: refuse, kept: kept,
-		wake: make(chan struct{}, 1), quit: make(chan struct{})}
-	for range connections {
-		c.running.Go(c.commitUntilClosed)
-	}
-	return c
+	return &committer{db: db, maxWrites: maxWrites, retryable: retryable, checkFile: checkFile, refuse: refuse, kept: kept,
+		free: connections}
 }
 
-// write queues run and returns its outcome once the commit that carries it is durable. A request
-// that ends while its write is queued withdraws it. Once a batch has taken it, the write's outcome
-// is waited for, whatever the request's context says: run may still be writing what it found
-// into its caller's variables, and a write that commits after its request ended did commit (as
-// one whose commit was under way when its request ended always could). The wait is bounded: the
-// batch ends once every request in it has ended (see writeRun).
+// write queues run and returns its outcome once the commit that carries it is durable; its
+// goroutine commits the batch itself when a connection is free, or when it is handed one. A
+// request that ends while its write is queued withdraws it. Once a batch has taken it, the write's
+// outcome is waited for, whatever the request's context says: run may still be writing what it
+// found into its caller's variables, and a write that commits after its request ended did commit
+// (as one whose commit was under way when its request ended always could). The wait is bounded:
+// the batch ends once every request in it has ended (see writeRun).
 func (c *committer) write(ctx context.Context, size int, run writeRun) error {
-	w := &queuedWrite{run: run, size: size, request: ctx, done: make(chan error, 1)}
+	w := &queuedWrite{run: run, size: size, request: ctx, done: make(chan error, 1), lead: make(chan struct{}, maxWriteRetries+1)}
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return errStoreClosed
 	}
 	c.queue = append(c.queue, w)
-	c.mu.Unlock()
-	c.signal()
-	var err error
-	select {
-	case err = <-w.done:
-	case <-ctx.Done():
-		if w.state.CompareAndSwap(writeQueued, writeWithdrawn) {
-			return ctx.Err()
-		}
-		err = <-w.done
+	leads := c.free > 0
+	if leads {
+		c.free--
+		c.leaders.Add(1)
+		w.state.Store(writeLeading)
 	}
+	c.mu.Unlock()
+	if leads {
+		c.lead()
+	}
+	cancelled := ctx.Done()
+	for {
+		select {
+		case err := <-w.done:
+			return answered(ctx, err)
+		case <-w.lead:
+			c.lead()
+		case <-cancelled:
+			if w.state.CompareAndSwap(writeQueued, writeWithdrawn) {
+				return ctx.Err()
+			}
+			cancelled = nil // taken, or leading: its outcome comes
+		}
+	}
+}
+
+// answered is the outcome of a write taken into a batch, as its request, whose context is ctx,
+// reports it.
+func answered(ctx context.Context, err error) error {
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// The batch was ended because every request in it had ended: say how this one did (its
 		// deadline passed, say), not how the batch did.
@@ -138,55 +164,56 @@ func (c *committer) write(ctx context.Context, size int, run writeRun) error {
 	return err
 }
 
-func (c *committer) signal() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
+// lead commits one batch on the connection that the calling goroutine holds, then hands it on.
+func (c *committer) lead() {
+	defer c.leaders.Done()
+	defer c.handOn() // even if the batch panicked: the connection must not be lost to the writes behind it
+	// Let the goroutines that are ready to run go first: they are mostly requests on their way to
+	// queue a write, and a leader that ran ahead of them (a goroutine woken by a channel runs
+	// next) would commit batches of one while the others wait their turn. Yielding waits for
+	// nothing that is not already under way, so a lone write is not delayed.
+	runtime.Gosched()
+	if batch := c.take(); len(batch) > 0 {
+		c.commit(batch)
+	}
+	c.kept.prepareMissingLater() // once every write of the batch is answered
+}
+
+// handOn gives the leader's connection to the oldest write still queued, whose goroutine leads the
+// next batch, or frees it if none is.
+func (c *committer) handOn() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.appoint() {
+		c.free++
 	}
 }
 
-// close lets the writes already queued commit, refuses new ones, and returns once the committer
-// has stopped.
+// appoint makes the goroutine of the oldest queued write lead a batch, and reports whether there
+// was one. c.mu is held.
+func (c *committer) appoint() bool {
+	for _, w := range c.queue {
+		if w.state.CompareAndSwap(writeQueued, writeLeading) {
+			c.leaders.Add(1) // while the appointing leader still counts: close cannot have returned
+			w.lead <- struct{}{}
+			return true
+		}
+	}
+	return false
+}
+
+// close lets the writes already queued commit, refuses new ones, and returns once no batch is
+// being committed.
 func (c *committer) close() {
-	c.closeOnce.Do(func() {
-		c.mu.Lock()
-		c.closing = true
-		c.mu.Unlock()
-		close(c.quit)
-	})
-	c.running.Wait()
-}
-
-func (c *committer) commitUntilClosed() {
-	for {
-		select {
-		case <-c.wake:
-		case <-c.quit:
-		}
-		for {
-			// Let the goroutines that are ready to run go first: they are mostly requests on
-			// their way to queue a write. Woken by the first of them, the loop would otherwise
-			// run ahead of the rest (a goroutine woken by a channel runs next) and commit
-			// batches of one while the others wait their turn; yielding waits for nothing that
-			// is not already under way, so a lone write is not delayed.
-			runtime.Gosched()
-			batch := c.take()
-			if len(batch) == 0 {
-				break
-			}
-			c.commit(batch)
-		}
-		c.mu.Lock()
-		done := c.closing && len(c.queue) == 0
-		c.mu.Unlock()
-		if done {
-			return
-		}
-	}
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	c.leaders.Wait()
 }
 
 // take removes from the queue the writes of the next batch, oldest first, within its bounds; the
-// writes that their requests withdrew are dropped.
+// writes that their requests withdrew are dropped, and a write appointed to lead is taken too (its
+// goroutine then finds nothing left to lead, or the writes behind this batch).
 func (c *committer) take() []*queuedWrite {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -197,15 +224,15 @@ func (c *committer) take() []*queuedWrite {
 			break
 		}
 		taken++
-		if w.state.CompareAndSwap(writeQueued, writeTaken) {
+		if w.state.CompareAndSwap(writeQueued, writeTaken) || w.state.CompareAndSwap(writeLeading, writeTaken) {
 			batch, bytes = append(batch, w), bytes+w.size
 		}
 	}
 	rest := copy(c.queue, c.queue[taken:])
 	clear(c.queue[rest:])
 	c.queue = c.queue[:rest]
-	if rest > 0 {
-		c.signal() // more than a batch was queued: another connection, if one is free, takes the rest
+	if rest > 0 && c.free > 0 && c.appoint() {
+		c.free-- // more than a batch was queued: a free connection takes the rest
 	}
 	return batch
 }
@@ -278,7 +305,6 @@ func (c *committer) commit(batch []*queuedWrite) {
 		}
 	}
 	c.requeue(again)
-	c.kept.prepareMissing() // once every write is answered: it may wait for the writer connection
 }
 
 // requeue puts writes that lost a deadlock back at the head of the queue, for a later batch: the
@@ -299,8 +325,7 @@ func (c *committer) requeue(writes []*queuedWrite) {
 		queue = append(queue, w)
 	}
 	c.queue = append(queue, c.queue...)
-	c.mu.Unlock()
-	c.signal()
+	c.mu.Unlock() // the leader hands its connection to the oldest of them
 }
 
 // inSavepoint runs one write of a batch so that its failure undoes only what it wrote. broken
