@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -368,17 +369,29 @@ func (s *Store) write(ctx context.Context, size int, run writeRun) (err error) {
 	return inTx(ctx, s.writer, nil, func(tx *sql.Tx) error { return runSafely(ctx, writeTx{tx, s.kept}, run) })
 }
 
+// beginAttempts is how often inTx asks for a transaction while the pool hands it dead connections.
+// pgx stops a statement whose request ended by closing its connection, so clients that leave all at
+// once leave a pool of dead connections; each ask of database/sql tries four before it gives up, and
+// a PostgreSQL pool holds 16 (newPostgresPool): five asks get through all of them to a new one.
+const beginAttempts = 5
+
 // inTx runs fn in a transaction of db with opts, committed if fn succeeds and rolled back if not.
 func inTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, opts)
+	for attempt := 1; errors.Is(err, driver.ErrBadConn) && attempt < beginAttempts; attempt++ {
+		tx, err = db.BeginTx(ctx, opts) // nothing was sent: asking again is safe
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
 	if err := fn(tx); err != nil {
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
 }
 
 // placeholder is the n-th query parameter, numbered from 1: "$n", the form PostgreSQL takes and
