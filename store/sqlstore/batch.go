@@ -75,8 +75,8 @@ type queuedWrite struct {
 // lone write commits at once, in its own goroutine, and writes queue only while every connection
 // is committing), runs each in a savepoint of one transaction, commits once, answers each, and
 // hands its connection to the goroutine of the oldest write still queued, which leads the next
-// batch. Each write that waits is woken once (to be answered, or to lead); a lone write is never
-// handed from one goroutine to another.
+// batch. A write that waits is woken to be answered, or to lead; a lone write is never handed from
+// one goroutine to another.
 type committer struct {
 	db        *sql.DB
 	maxWrites int
@@ -97,9 +97,9 @@ type committer struct {
 
 	mu    sync.Mutex
 	queue []*queuedWrite
-	// free counts the connections that no leader holds. A write queues only while it is 0, and a
-	// leader that ends with writes queued hands its connection on, so that writes never wait in
-	// a queue that no leader will take.
+	// free counts the connections that no leader holds. A write that finds one leads, and a leader
+	// hands its connection on while writes are queued, so that no write waits in a queue that no
+	// leader will take.
 	free    int
 	closing bool
 	// leaders counts the leaders at work, which close waits for.
@@ -135,15 +135,22 @@ func (c *committer) write(ctx context.Context, size int, run writeRun) error {
 	}
 	c.mu.Unlock()
 	if leads {
-		c.lead()
+		c.lead(w)
 	}
 	cancelled := ctx.Done()
 	for {
 		select {
 		case err := <-w.done:
+			// A batch may take a write appointed to lead before its goroutine has read the
+			// appointment, which still holds a connection: every appointment was made before the
+			// take that led to this answer, so none comes after these.
+			for len(w.lead) > 0 {
+				<-w.lead
+				c.lead(w)
+			}
 			return answered(ctx, err)
 		case <-w.lead:
-			c.lead()
+			c.lead(w)
 		case <-cancelled:
 			if w.state.CompareAndSwap(writeQueued, writeWithdrawn) {
 				return ctx.Err()
@@ -164,17 +171,25 @@ func answered(ctx context.Context, err error) error {
 	return err
 }
 
-// lead commits one batch on the connection that the calling goroutine holds, then hands it on.
-func (c *committer) lead() {
+// lead commits batches on the connection that the calling goroutine holds until one has taken own,
+// the leader's own write, then hands the connection on.
+func (c *committer) lead(own *queuedWrite) {
 	defer c.leaders.Done()
 	defer c.handOn() // even if the batch panicked: the connection must not be lost to the writes behind it
-	// Let the goroutines that are ready to run go first: they are mostly requests on their way to
-	// queue a write, and a leader that ran ahead of them (a goroutine woken by a channel runs
-	// next) would commit batches of one while the others wait their turn. Yielding waits for
-	// nothing that is not already under way, so a lone write is not delayed.
-	runtime.Gosched()
-	if batch := c.take(); len(batch) > 0 {
-		c.commit(batch)
+	for {
+		// Let the goroutines that are ready to run go first: they are mostly requests on their
+		// way to queue a write, and a leader that ran ahead of them (a goroutine woken by a
+		// channel runs next) would commit batches of one while the others wait their turn.
+		// Yielding waits for nothing that is not already under way, so a lone write is not delayed.
+		runtime.Gosched()
+		if batch := c.take(); len(batch) > 0 {
+			c.commit(batch)
+		}
+		// A batch stops at its bounds, maybe before the leader's own write, which no other
+		// goroutine is appointed to take and its request cannot withdraw: lead again.
+		if own.state.Load() != writeLeading {
+			break
+		}
 	}
 	c.kept.prepareMissingLater() // once every write of the batch is answered
 }
@@ -202,8 +217,8 @@ func (c *committer) appoint() bool {
 	return false
 }
 
-// close lets the writes already queued commit, refuses new ones, and returns once no batch is
-// being committed.
+// close refuses new writes and returns once no batch is being committed: the writes already queued
+// are committed first, since a leader hands its connection on while any is.
 func (c *committer) close() {
 	c.mu.Lock()
 	c.closing = true
@@ -213,7 +228,7 @@ func (c *committer) close() {
 
 // take removes from the queue the writes of the next batch, oldest first, within its bounds; the
 // writes that their requests withdrew are dropped, and a write appointed to lead is taken too (its
-// goroutine then finds nothing left to lead, or the writes behind this batch).
+// goroutine then leads the writes behind this batch, if there are any, and hands the connection on).
 func (c *committer) take() []*queuedWrite {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -254,7 +269,22 @@ func (c *committer) commit(batch []*queuedWrite) {
 	}
 	c.committing.Add(int64(len(batch)))
 	defer c.committing.Add(-int64(len(batch)))
+	answering := false
+	defer func() {
+		// A panic outside the writes (runSafely catches theirs) goes on up the leader's request,
+		// as any fault of a request does; the other writes of the batch, which wait for nothing
+		// else, hear of it too.
+		if p := recover(); p != nil {
+			if !answering {
+				for _, w := range batch {
+					w.done <- fmt.Errorf("the batch of this write failed: %v", p)
+				}
+			}
+			panic(p)
+		}
+	}()
 	if err := c.refuse(); err != nil {
+		answering = true
 		for _, w := range batch {
 			w.done <- err
 		}
@@ -299,6 +329,7 @@ func (c *committer) commit(batch []*queuedWrite) {
 		c.commits.Add(1)
 		c.writes.Add(uint64(len(batch) - len(again)))
 	}
+	answering = true
 	for i, w := range batch {
 		if !retry[i] {
 			w.done <- outcomes[i]
@@ -360,9 +391,10 @@ func runSafely(ctx context.Context, tx writeTx, run writeRun) (err error) {
 	return run(ctx, tx)
 }
 
-// WriteBatches is what the group commit of a store is doing and has done: how many writes wait for
-// the next commit and how many the commits under way carry, and how many commits and writes have
-// been made. Without batching every count is 0.
+// WriteBatches is what the group commit of a store is doing and has done: how many writes are
+// queued for a commit (one withdrawn by its request until a batch drops it) and how many the
+// commits under way carry, and how many commits and writes have been made. Without batching every
+// count is 0.
 type WriteBatches struct {
 	Waiting, Committing int
 	Commits, Writes     uint64

@@ -371,9 +371,10 @@ func (s *Store) write(ctx context.Context, size int, run writeRun) (err error) {
 
 // beginAttempts is how often inTx asks for a transaction while the pool hands it dead connections.
 // pgx stops a statement whose request ended by closing its connection, so clients that leave all at
-// once leave a pool of dead connections; each ask of database/sql tries four before it gives up, and
-// a PostgreSQL pool holds 16 (newPostgresPool): five asks get through all of them to a new one.
-const beginAttempts = 5
+// once leave a pool of dead connections. Each ask of database/sql tries three (two it finds idle,
+// then one opened or handed over by another request), and a PostgreSQL pool holds 16
+// (newPostgresPool): six asks get through all of them.
+const beginAttempts = 6
 
 // inTx runs fn in a transaction of db with opts, committed if fn succeeds and rolled back if not.
 func inTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
