@@ -72,7 +72,7 @@ type queuedWrite struct {
 // committer commits the batches of a store's writes on a few connections at once (one on SQLite,
 // which has one writer). There is no goroutine of its own: the goroutine of a write that finds a
 // connection free commits, and is the batch's leader. It takes every write queued (no timer: a
-// lone write commits at once, in its own goroutine, and writes queue only while every connection
+// lone write commits at once, in its own goroutine, and writes wait only while every connection
 // is committing), runs each in a savepoint of one transaction, commits once, answers each, and
 // hands its connection to the goroutine of the oldest write still queued, which leads the next
 // batch. A write that waits is woken to be answered, or to lead; a lone write is never handed from
