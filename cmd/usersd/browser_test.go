@@ -75,6 +75,23 @@ func (p browserPage) do(what string, actions ...chromedp.Action[chromedp.Void]) 
 	}
 }
 
+// click clicks the element that selector finds. The list is drawn again when a change arrives
+// from the watch, so a row found a moment ago may be gone when the click comes: it is found again,
+// as a person would find it, for up to 2 s.
+func (p browserPage) click(what, selector string) {
+	p.t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		err := chromedp.Do(p.ctx, chromedp.Click(chromedp.CSS(selector)))
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "Could not find node with given id") || time.Now().After(deadline) {
+			p.t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
 // eval runs a JavaScript expression in the page and returns its value.
 func eval[T any](p browserPage, expression string) T {
 	p.t.Helper()
@@ -283,7 +300,7 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 			t.Fatalf("the linked page shows %v; the service has %v", got, want)
 		}
 		// Opening a user is a step of its own: Back closes it, Forward opens it again.
-		p.do("open a user", chromedp.Click(chromedp.CSS(`#user-rows tr[data-user-id] button.link`)))
+		p.click("open a user", `#user-rows tr[data-user-id] button.link`)
 		p.waitFor("the user's panel", `!document.getElementById("detail").hidden && location.search.includes("user=")`)
 		p.do("go back", chromedp.NavigateBack())
 		p.waitFor("the panel closed", `document.getElementById("detail").hidden && !location.search.includes("user=")`)
@@ -301,7 +318,7 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 
 	step("edit a user, add a post", func(t *testing.T) {
 		p := browserPage{t: t, ctx: ctx}
-		p.do("open Margaret", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-user-id="%d"] button.link`, created.GetId()))))
+		p.click("open Margaret", fmt.Sprintf(`tr[data-user-id="%d"] button.link`, created.GetId()))
 		p.waitFor("the user's panel", `!document.getElementById("detail").hidden && document.getElementById("detail-title").textContent === "Margaret"`)
 		p.fill(`#edit-form input[name=role]`, "chief engineer")
 		p.do("save", chromedp.Click(chromedp.CSS(`#edit-form button[type=submit]`)))
