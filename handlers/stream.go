@@ -58,6 +58,7 @@ func asStream(heartbeat time.Duration, h http.Handler) http.Handler {
 		if r.ProtoMajor == 1 {
 			if c := tcpConnOf(r.Context()); c != nil {
 				c.SetWriteBuffer(watchSendBuffer) // see watchSendBuffer; the stream works without it
+				resetWhenClosed(c)
 			}
 			// A stream's connection is not kept for another request: it ends with the stream, so
 			// that one whose client stopped reading does not linger with full buffers.
