@@ -113,12 +113,7 @@ func (a *authorizer) require(need Scopes, anonymous bool, next http.Handler) htt
 			return
 		}
 		secret, authorization := headerValue(r.Header, apiKeyHeaderKey), headerValue(r.Header, "Authorization")
-		var now time.Time
-		if info := infoOf(r.Context()); info != nil {
-			now = info.start // the request's start: milliseconds ago at most, and one clock read fewer
-		} else {
-			now = time.Now()
-		}
+		now := startOf(infoOf(r.Context())) // milliseconds ago at most, and one clock read fewer
 		var address string
 		if a.limiter != nil {
 			address = anonymousCaller(r)

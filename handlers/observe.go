@@ -81,12 +81,7 @@ func withObservation(o observer, next http.Handler) http.Handler {
 	unmatched := newRouteStats(unmatchedRoute, false) // the route of every request that no route serves
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := infoOf(r.Context())
-		var start time.Time
-		if info != nil {
-			start = info.start // withRequestContext read the clock a moment ago
-		} else {
-			start = time.Now()
-		}
+		start := startOf(info)
 		method := methodOf(r.Method)
 		o.metrics.requestStarted()
 		var span trace.Span

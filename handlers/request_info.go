@@ -49,6 +49,15 @@ func infoOf(ctx context.Context) *requestInfo {
 	return info
 }
 
+// startOf returns when the request of info began to be served (withRequestContext read the clock a
+// moment ago), or now outside a request (info nil).
+func startOf(info *requestInfo) time.Time {
+	if info != nil {
+		return info.start
+	}
+	return time.Now()
+}
+
 // requestID returns the id of the request that ctx belongs to, or "" outside a request.
 func requestID(ctx context.Context) string {
 	if info := infoOf(ctx); info != nil {
