@@ -1,196 +1,112 @@
-// Who may do what: the one check in front of every route that reads or changes users, on REST and
-// RPC alike. A route needs a scope (users.read or users.write) or none (the service's own routes);
-// a read may go without a credential while reads are public.
+// Who may do what, on HTTP: the check in front of every route that reads or changes users, on REST
+// and RPC alike. It reads the credentials from the request's headers, asks the auth.Gate, and
+// turns its decision into headers and a status; the decision itself is package auth's.
 package handlers
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 
+	"usersd/auth"
 	"usersd/users"
 )
 
+// APIKeyHeader carries the caller's key (gRPC metadata of the same name).
+const APIKeyHeader = "x-api-key"
+
+// apiKeyHeaderKey is APIKeyHeader as net/http keys a header map: looking it up in this form costs
+// no canonicalisation (and no allocation) on every request.
+var apiKeyHeaderKey = http.CanonicalHeaderKey(APIKeyHeader)
+
+// refusal reasons, as usersd_refused_requests_total labels them, by the gate's verdict.
+var refusalReasons = [...]string{
+	auth.NoCredential:  "no_credential",
+	auth.BadCredential: "bad_credential",
+	auth.MissingScope:  "scope",
+	auth.OverRate:      "rate",
+}
+
 // authorizer checks the credentials of the requests of the routes that need a scope.
 type authorizer struct {
-	keys *APIKeys
-	// privateReads makes reads need a credential too (-public-reads=false).
-	privateReads bool
-	errs         *errorWriter
-	metrics      *metrics // counts refused requests; nil counts nothing
-	// limiter limits each caller's requests; nil limits nothing.
-	limiter *rateLimiter
-	// bearer verifies bearer tokens; nil refuses them.
-	bearer *bearerVerifier
+	gate    *auth.Gate
+	errs    *errorWriter
+	metrics *metrics // counts refused requests; nil counts nothing
 }
 
-// refusal reasons, as usersd_refused_requests_total labels them.
-const (
-	refusedNoCredential  = "no_credential"
-	refusedBadCredential = "bad_credential"
-	refusedScope         = "scope"
-	refusedRate          = "rate"
-)
-
-var errUnauthenticated = connect.NewError(connect.CodeUnauthenticated,
-	errors.New("a valid API key is required in the x-api-key header"))
-
-// identity is who a valid credential says the caller is, and what it may do.
-type identity struct {
-	caller users.Caller
-	scopes Scopes
-	// bucket is the caller's rate limit bucket: a key's name (every key of one name shares it), or
-	// a token's subject.
-	bucket string
-	// bearer says that the credential was a bearer token: its refusals carry WWW-Authenticate.
-	bearer bool
-}
-
-// identify checks the credential a request carries: secret, its API key (x-api-key), or
-// authorization, its Authorization header. presented is false when there is none; err says why
-// one is refused.
-func (a *authorizer) identify(ctx context.Context, secret, authorization string, now time.Time) (id identity, presented bool, err error) {
-	switch {
-	case secret != "" && authorization != "":
-		return identity{}, true, errTwoCredentials
-	case secret != "":
-		key, digest, ok := a.keys.find(secret)
-		if !ok {
-			return identity{}, true, errUnauthenticated
-		}
-		return identity{caller: users.Caller{ID: digest, Name: key.Name}, scopes: key.Scopes, bucket: "key " + key.Name}, true, nil
-	case authorization == "":
-		return identity{}, false, nil
-	}
-	scheme, token, _ := strings.Cut(authorization, " ")
-	if !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return identity{bearer: true}, true, errNotBearer
-	}
-	if a.bearer == nil {
-		return identity{bearer: true}, true, errNoIssuer
-	}
-	t, err := a.bearer.verify(ctx, strings.TrimSpace(token), now)
-	if errors.Is(err, errKeysNotLoaded) {
-		return identity{bearer: true}, true, err
-	}
-	if err != nil {
-		return identity{bearer: true}, true, connect.NewError(connect.CodeUnauthenticated, err)
-	}
-	return identity{caller: users.Caller{ID: "sub:" + t.subject, Name: t.subject, Expires: t.expiry.Add(bearerLeeway)}, scopes: t.scopes,
-		bucket: "sub " + t.subject, bearer: true}, true, nil
-}
-
-var (
-	errTwoCredentials = connect.NewError(connect.CodeUnauthenticated,
-		errors.New("send one credential, an API key (x-api-key) or a bearer token (Authorization), not both"))
-	errNotBearer = connect.NewError(connect.CodeUnauthenticated,
-		errors.New("the Authorization header takes a bearer token: Authorization: Bearer <token>"))
-	errNoIssuer = connect.NewError(connect.CodeUnauthenticated,
-		errors.New("this service takes no bearer tokens (no -jwt-issuer): send an API key in x-api-key"))
-	errTokenInURL = connect.NewError(connect.CodeUnauthenticated,
-		errors.New("a token in the URL is refused (URLs end up in logs and histories): send it in the Authorization header"))
-)
-
-// require lets a request through to next only with a credential that holds need or, when
-// anonymous (a public route's read) and reads are public, with any credential or none: a public
-// read is served to anyone, as before scopes, and a credential that is valid and holds the scope
-// only names its caller. Before any of that, the request takes a token from its caller's bucket
-// (see rateLimiter): the caller of a request without a valid credential is its client address, so
-// that guessing keys is limited too. The check runs before the handler reads anything, so a
-// refused request costs no work and is refused whatever its body.
-func (a *authorizer) require(need Scopes, anonymous bool, next http.Handler) http.Handler {
-	publicRead := anonymous && !a.privateReads
+// require lets a request through to next only when the gate lets it pass (see auth.Gate.Decide),
+// with the caller the gate names in its context. The check runs before the handler reads
+// anything, so a refused request costs no work and is refused whatever its body.
+func (a *authorizer) require(need auth.Scopes, publicRead bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tokenInQuery(r.URL.RawQuery) {
-			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_request"`)
-			a.refuse(w, r, refusedBadCredential, "", errTokenInURL)
-			return
+		info := infoOf(r.Context())
+		d := a.gate.Decide(r.Context(), auth.Request{
+			APIKey:        headerValue(r.Header, apiKeyHeaderKey),
+			Authorization: headerValue(r.Header, "Authorization"),
+			TokenInURL:    tokenInQuery(r.URL.RawQuery),
+			RemoteAddr:    r.RemoteAddr,
+			Need:          need,
+			PublicRead:    publicRead,
+			Now:           startOf(info), // milliseconds ago at most, and one clock read fewer
+		})
+		if d.Limited {
+			setRateHeaders(w.Header(), a.gate.Limiter(), d.Rate)
 		}
-		secret, authorization := headerValue(r.Header, apiKeyHeaderKey), headerValue(r.Header, "Authorization")
-		now := startOf(infoOf(r.Context())) // milliseconds ago at most, and one clock read fewer
-		var address string
-		if a.limiter != nil {
-			address = anonymousCaller(r)
-			// An address whose wrong credentials have spent its failures' bucket has no credential
-			// looked at, right or wrong, until the bucket refills: the answer must not tell a
-			// guesser which guess was right.
-			if secret != "" || authorization != "" {
-				if decision := a.limiter.peek(failuresBucket(address), now); !decision.allowed {
-					a.refuseRate(w, r, decision)
-					return
-				}
-			}
+		if d.Challenge != "" {
+			w.Header().Set("WWW-Authenticate", d.Challenge)
 		}
-		id, presented, err := a.identify(r.Context(), secret, authorization, now)
-		valid := presented && err == nil
-		unavailable := errors.Is(err, errKeysNotLoaded) // no fault of the credential's
-		if a.limiter != nil {
-			if presented && !valid && !unavailable {
-				a.limiter.take(failuresBucket(address), now)
-			}
-			bucket := address
-			if valid {
-				bucket = id.bucket
-			}
-			decision := a.limiter.take(bucket, now)
-			if !decision.allowed {
-				a.refuseRate(w, r, decision)
-				return
-			}
-			a.limiter.setHeaders(w.Header(), decision)
-		}
-		switch {
-		case valid && id.scopes.Has(need):
-		case publicRead:
-			next.ServeHTTP(w, r) // served as to anyone
-			return
-		case !presented:
-			a.refuse(w, r, refusedNoCredential, "missing", errUnauthenticated)
-			return
-		case unavailable:
-			a.errs.write(w, r, connect.NewError(connect.CodeUnavailable, err)) // not a refusal: the service cannot tell yet
-			return
-		case err != nil:
-			keyReason := "invalid"
-			if id.bearer {
-				keyReason = ""
-				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-			}
-			a.refuse(w, r, refusedBadCredential, keyReason, err)
+		switch d.Verdict {
+		case auth.Pass:
+		case auth.Unavailable: // not a refusal: the service cannot tell yet
+			a.errs.write(w, r, connect.NewError(connect.CodeUnavailable, d.Err))
 			return
 		default:
-			what := "API key named " + id.caller.Name
-			if id.bearer {
-				what = "bearer token of " + id.caller.Name
-				w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="`+need.String()+`"`)
-			}
-			a.refuse(w, r, refusedScope, "", connect.NewError(connect.CodePermissionDenied,
-				fmt.Errorf("the %s does not hold the %s scope that this needs", what, need)))
+			a.refuse(w, r, d)
 			return
 		}
-		if info := infoOf(r.Context()); info != nil {
-			info.caller = id.caller.Name
+		if d.Identity.ID == "" {
+			next.ServeHTTP(w, r) // served as to anyone
+			return
 		}
-		next.ServeHTTP(w, r.WithContext(users.WithCaller(r.Context(), id.caller)))
+		if info != nil {
+			info.caller = d.Identity.Name
+		}
+		caller := users.Caller{ID: d.Identity.ID, Name: d.Identity.Name, Expires: d.Identity.Expires}
+		next.ServeHTTP(w, r.WithContext(users.WithCaller(r.Context(), caller)))
 	})
 }
 
-// refuseRate answers a request over its caller's rate.
-func (a *authorizer) refuseRate(w http.ResponseWriter, r *http.Request, decision rateDecision) {
-	a.limiter.setHeaders(w.Header(), decision)
-	a.refuse(w, r, refusedRate, "", newHTTPError(http.StatusTooManyRequests, connect.CodeResourceExhausted,
-		"too many requests: each caller may make %g a second, in bursts of %d; retry in %d s",
-		float64(a.limiter.limit), a.limiter.burst, ceilSeconds(decision.retry)))
+// refuse answers a refusal with its status and code, and counts it by reason; a refused API key is
+// also counted as the key's (usersd_refused_keys_total, which predates scopes).
+func (a *authorizer) refuse(w http.ResponseWriter, r *http.Request, d auth.Decision) {
+	a.metrics.refusedRequest(refusalReasons[d.Verdict])
+	if d.KeyRefused != "" {
+		a.metrics.refusedKey("api_key", d.KeyRefused)
+	}
+	var err error
+	switch d.Verdict {
+	case auth.MissingScope:
+		err = connect.NewError(connect.CodePermissionDenied, d.Err)
+	case auth.OverRate:
+		err = newHTTPError(http.StatusTooManyRequests, connect.CodeResourceExhausted, "%s", d.Err)
+	default:
+		err = connect.NewError(connect.CodeUnauthenticated, d.Err)
+	}
+	a.errs.write(w, r, err)
 }
 
-// failuresBucket is the bucket that an address's wrong credentials take from.
-func failuresBucket(address string) string { return "failures of " + address }
+// setRateHeaders writes the IETF draft's RateLimit-Policy and RateLimit on an answer, and
+// Retry-After on a refusal for the rate.
+func setRateHeaders(h http.Header, limiter *auth.Limiter, d auth.RateDecision) {
+	h.Set("RateLimit-Policy", limiter.Policy())
+	h.Set("RateLimit", limiter.State(d))
+	if !d.Allowed {
+		h.Set("Retry-After", strconv.Itoa(d.RetryAfter()))
+	}
+}
 
 // tokenInQuery reports whether a query string carries access_token, however it is escaped; the
 // query is parsed only if it could.
@@ -200,14 +116,4 @@ func tokenInQuery(rawQuery string) bool {
 	}
 	query, _ := url.ParseQuery(rawQuery)
 	return query.Has("access_token")
-}
-
-// refuse answers err and counts the refusal by reason; keyReason, if any, is also counted as the
-// API key's (usersd_refused_keys_total, which predates scopes).
-func (a *authorizer) refuse(w http.ResponseWriter, r *http.Request, reason, keyReason string, err error) {
-	a.metrics.refusedRequest(reason)
-	if keyReason != "" {
-		a.metrics.refusedKey("api_key", keyReason)
-	}
-	a.errs.write(w, r, err)
 }

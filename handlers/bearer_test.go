@@ -11,10 +11,11 @@ import (
 	"connectrpc.com/connect"
 	"github.com/go-jose/go-jose/v4"
 
+	"usersd/auth"
+	"usersd/auth/oidctest"
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
 	"usersd/internal/apitest"
-	"usersd/internal/oidctest"
 )
 
 const bearerAudience = "usersd-test"
@@ -23,7 +24,7 @@ const bearerAudience = "usersd-test"
 func startBearerService(t *testing.T, iss *oidctest.Issuer, refetchEvery time.Duration) *testServer {
 	t.Helper()
 	return startServerWith(t, Config{Keys: scopesTestKeySet(t), Background: t.Context(),
-		Bearer: &BearerConfig{Issuer: iss.URL, Audience: bearerAudience, RefetchEvery: refetchEvery}})
+		Bearer: &auth.BearerConfig{Issuer: iss.URL, Audience: bearerAudience, RefetchEvery: refetchEvery}})
 }
 
 // createWithToken creates a user over REST with Authorization: Bearer token.
@@ -247,7 +248,7 @@ func TestAWatchEndsWhenItsTokenExpires(t *testing.T) {
 	// A token accepted for 5 to 6 s more (once expired, a public read would be served as to anyone).
 	shortLived := func() string {
 		claims := iss.Claims(bearerAudience, "short-lived", "users.read")
-		claims["exp"] = time.Now().Add(-bearerLeeway + 6*time.Second).Unix()
+		claims["exp"] = time.Now().Add(-auth.BearerLeeway + 6*time.Second).Unix()
 		return iss.Sign(t, "rs256", claims)
 	}
 
@@ -301,7 +302,7 @@ func TestATokenOfAWithdrawnKeyStopsBeingAccepted(t *testing.T) {
 	iss := oidctest.Start(t)
 	iss.AddKey(t, "leaving", jose.ES256, true)
 	s := startServerWith(t, Config{Keys: scopesTestKeySet(t), Background: t.Context(),
-		Bearer: &BearerConfig{Issuer: iss.URL, Audience: bearerAudience, RefreshEvery: 200 * time.Millisecond}})
+		Bearer: &auth.BearerConfig{Issuer: iss.URL, Audience: bearerAudience, RefreshEvery: 200 * time.Millisecond}})
 	waitForKeys(t, s, iss)
 	token := iss.Sign(t, "leaving", iss.Claims(bearerAudience, "alice", "users.write"))
 	if res := createWithToken(t, s, token, "Before"); res.Status != http.StatusCreated {

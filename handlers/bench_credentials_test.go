@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"usersd/internal/oidctest"
+	"usersd/auth"
+	"usersd/auth/oidctest"
 	"usersd/store/observed"
 )
 
@@ -29,9 +29,9 @@ func BenchmarkRESTCreateUserCredential(b *testing.B) {
 		b.Fatal(err)
 	}
 	h, err := New(Config{
-		Store: observedStore, Keys: NewAPIKeys(benchAPIKey), Metrics: registry,
+		Store: observedStore, Keys: testKeys(benchAPIKey), Metrics: registry,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLog: io.Discard,
-		Background: b.Context(), Bearer: &BearerConfig{Issuer: iss.URL, Audience: bearerAudience},
+		Background: b.Context(), Bearer: &auth.BearerConfig{Issuer: iss.URL, Audience: bearerAudience},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -67,33 +67,5 @@ func waitForBenchKeys(b *testing.B, h http.Handler, req *http.Request, body []by
 		if time.Now().After(deadline) {
 			b.Fatalf("the credential is refused: %d %s", rec.Code, rec.Body)
 		}
-	}
-}
-
-// BenchmarkBearerVerifyUnseen is the verification of a token the service has not seen: parsing,
-// the signature and the claims, by algorithm (the cache is emptied before each).
-func BenchmarkBearerVerifyUnseen(b *testing.B) {
-	iss := oidctest.Start(b)
-	v, err := newBearerVerifier(BearerConfig{Issuer: iss.URL, Audience: bearerAudience}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		b.Fatal(err)
-	}
-	go v.keepKeys(b.Context())
-	for !v.loaded() {
-		time.Sleep(10 * time.Millisecond)
-	}
-	for _, alg := range []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA} {
-		token := iss.Sign(b, map[jose.SignatureAlgorithm]string{jose.RS256: "rs256", jose.ES256: "es256", jose.EdDSA: "eddsa"}[alg],
-			iss.Claims(bearerAudience, "bench-robot", "users.write"))
-		b.Run("alg="+string(alg), func(b *testing.B) {
-			for b.Loop() {
-				v.mu.Lock()
-				v.verified, v.cachedBytes = map[string]verifiedToken{}, 0
-				v.mu.Unlock()
-				if _, err := v.verify(b.Context(), token, time.Now()); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }

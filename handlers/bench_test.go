@@ -96,7 +96,7 @@ func newBenchHandler(b *testing.B) http.Handler {
 	}
 	h, err := New(Config{
 		Store:     observedStore,
-		Keys:      NewAPIKeys(benchAPIKey),
+		Keys:      testKeys(benchAPIKey),
 		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		AccessLog: io.Discard,
 		Metrics:   registry,

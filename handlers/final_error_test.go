@@ -29,7 +29,7 @@ func TestAFaultIsAnsweredWithTheFixedMessageOnEveryProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	h, err := New(Config{Store: st, Keys: NewAPIKeys("k"), Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	h, err := New(Config{Store: st, Keys: testKeys("k"), Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestAFaultIsAnsweredWithTheFixedMessageOnEveryProtocol(t *testing.T) {
 func TestAPanicIsAnsweredInTheRequestsProtocol(t *testing.T) {
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	routes := newRouteTable(NewAPIKeys("k"), logger, nil, 0)
+	routes := newRouteTable(testGate(t, "k"), logger, nil, 0)
 	routes.rpc("/"+usersv1connect.UsersName+"/", http.NotFoundHandler(), nil)
 	panicking := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("deliberate: secret detail") })
 	srv := startH2C(t, withRequestContext(0, false, nil, withObservation(observer{accessLog: logs, routes: routes}, withRecover(logger, routes.errs, panicking))))
@@ -169,7 +169,7 @@ func TestAPanicAfterTheAnswerBeganCutsItOff(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			logs := &syncBuffer{}
 			logger := slog.New(slog.NewJSONHandler(logs, nil))
-			srv := startH2C(t, c.chain(logger, newRouteTable(NewAPIKeys("k"), logger, nil, 0)))
+			srv := startH2C(t, c.chain(logger, newRouteTable(testGate(t, "k"), logger, nil, 0)))
 			res, err := http.Get(srv.URL + "/anything")
 			if err != nil {
 				t.Fatal(err)

@@ -135,7 +135,7 @@ func fzNewFixture(f *testing.F, opts fzOptions) *fzFixture {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { fx.st.Close() })
-	h, err := New(Config{Store: fx.st, Keys: NewAPIKeys(fzAPIKey), Logger: slog.New(fx.log),
+	h, err := New(Config{Store: fx.st, Keys: testKeys(fzAPIKey), Logger: slog.New(fx.log),
 		MaxBodyBytes: fzMaxBodyBytes, RequestTimeout: fzRequestTimeout})
 	if err != nil {
 		f.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"usersd/auth"
 	"usersd/store"
 	"usersd/users"
 )
@@ -33,7 +34,7 @@ const DefaultMaxBodyBytes = 1 << 20
 // Config is what the service's handler depends on.
 type Config struct {
 	Store store.Store
-	Keys  *APIKeys // valid API keys, with their scopes; at least one
+	Keys  *auth.APIKeys // valid API keys, with their scopes; at least one
 	// PrivateReads makes every read of users need a credential that holds users.read; by default
 	// reads are public (-public-reads).
 	PrivateReads bool
@@ -42,7 +43,7 @@ type Config struct {
 	RateLimit float64
 	RateBurst int
 	// Bearer, when set, accepts bearer tokens from an OpenID Connect issuer besides API keys.
-	Bearer *BearerConfig
+	Bearer *auth.BearerConfig
 	// Background ends the service's own background work (fetching the token issuer's keys); nil
 	// means it lasts as long as the process.
 	Background context.Context
@@ -117,9 +118,6 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Logger == nil {
 		return nil, errors.New("handlers.New needs a store and a logger")
 	}
-	if cfg.Keys == nil || cfg.Keys.Len() == 0 {
-		return nil, errors.New("handlers.New needs at least one API key: there is never an unauthenticated write path")
-	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -149,21 +147,17 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	health := &storeHealth{store: cfg.Store}
-	routes := newRouteTable(cfg.Keys, cfg.Logger, metrics, cfg.WatchHeartbeat)
-	routes.auth.privateReads = cfg.PrivateReads
-	if cfg.Bearer != nil {
-		if routes.auth.bearer, err = newBearerVerifier(*cfg.Bearer, cfg.Logger); err != nil {
-			return nil, fmt.Errorf("bearer tokens: %w", err)
-		}
+	gate, err := auth.NewGate(auth.GateConfig{Keys: cfg.Keys, PrivateReads: cfg.PrivateReads,
+		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Bearer: cfg.Bearer, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
 	}
-	routes.auth.limiter = newRateLimiter(cfg.RateLimit, cfg.RateBurst, maxRateCallers)
+	routes := newRouteTable(gate, cfg.Logger, metrics, cfg.WatchHeartbeat)
 	routes.watchSlots = newWatchSlots(cfg.WatchersPerAddress, cfg.WatchersPerConnection)
 	if err := addRoutes(routes, deps{Config: cfg, users: service, errs: routes.errs, health: health}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	if bearer := routes.auth.bearer; bearer != nil { // only now that New cannot fail
-		go bearer.keepKeys(cmp.Or(cfg.Background, context.Background()))
-	}
+	go gate.KeepKeys(cmp.Or(cfg.Background, context.Background())) // only now that New cannot fail
 	obs := observer{metrics: metrics, accessLog: cfg.AccessLog, logProbes: cfg.LogProbes, routes: routes}
 	if cfg.Tracing != nil {
 		obs.tracer = cfg.Tracing.Tracer(instrumentationName)

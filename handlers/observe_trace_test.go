@@ -13,6 +13,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"usersd/auth"
 	"usersd/store/sqlstore"
 )
 
@@ -53,8 +54,8 @@ func TestASpanNamesItsCallerNeverTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	keys := &APIKeys{}
-	key, _ := ParseAPIKey(scopesFullKey + " name=importer")
+	keys := &auth.APIKeys{}
+	key, _ := auth.ParseAPIKey(scopesFullKey + " name=importer")
 	keys.Add(key)
 	svc, err := New(Config{Store: st, Keys: keys, Logger: slog.New(slog.DiscardHandler), Tracing: provider})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 func TestRESTIdempotencyKeys(t *testing.T) {
 	for _, tr := range apitest.Transports {
 		t.Run(tr.Name, func(t *testing.T) {
-			s := startServerWith(t, Config{Keys: NewAPIKeys(apitest.Key, "second-key-0123456789")})
+			s := startServerWith(t, Config{Keys: testKeys(apitest.Key, "second-key-0123456789")})
 			post := func(path, key, body string) response {
 				return s.Do(t, tr.Client, request{Method: "POST", Path: path, Header: apitest.Keyed(key), Body: body, Key: true})
 			}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
+	"usersd/auth"
 )
 
 // access is who may call a route. Its zero value is no choice at all; the table never stores it.
@@ -42,7 +44,7 @@ type route struct {
 	why     string // why a public route that may write needs no key; "" for the others
 	// scope is what a caller needs: users.read to read users, users.write to change them; none for
 	// the service's own routes (health, the OpenAPI document, the page), which answer anyone.
-	scope Scopes
+	scope auth.Scopes
 	// stream says that the route's answer lasts as long as its client watches: it sheds the request
 	// deadline, and keeps its connection's deadlines itself (see streamWriter).
 	stream bool
@@ -70,10 +72,10 @@ type routeTable struct {
 	err      error // every refused registration; New fails with it
 }
 
-func newRouteTable(keys *APIKeys, logger *slog.Logger, metrics *metrics, watchHeartbeat time.Duration) *routeTable {
+func newRouteTable(gate *auth.Gate, logger *slog.Logger, metrics *metrics, watchHeartbeat time.Duration) *routeTable {
 	t := &routeTable{serving: http.NewServeMux(), known: http.NewServeMux(), watchHeartbeat: watchHeartbeat}
 	t.errs = &errorWriter{logger: logger, rpc: connect.NewErrorWriter(), routes: t}
-	t.auth = &authorizer{keys: keys, errs: t.errs, metrics: metrics}
+	t.auth = &authorizer{gate: gate, errs: t.errs, metrics: metrics}
 	// The catch-all is not a route of the table: it only answers what no route serves, with an error.
 	t.serving.Handle("/", answerMiss(t.known, t.errs))
 	return t
@@ -88,12 +90,12 @@ func (t *routeTable) public(pattern string, h http.Handler, why string) {
 
 // read adds a route that reads users: it needs users.read, or nothing while reads are public.
 func (t *routeTable) read(pattern string, h http.Handler) {
-	t.addPublic(route{pattern: pattern, access: accessPublic, scope: ScopeRead}, h)
+	t.addPublic(route{pattern: pattern, access: accessPublic, scope: auth.ScopeRead}, h)
 }
 
 // watch adds a read whose answer is a stream that lasts as long as its client watches.
 func (t *routeTable) watch(pattern string, h http.Handler) {
-	t.addPublic(route{pattern: pattern, access: accessPublic, scope: ScopeRead, stream: true}, h)
+	t.addPublic(route{pattern: pattern, access: accessPublic, scope: auth.ScopeRead, stream: true}, h)
 }
 
 func (t *routeTable) addPublic(r route, h http.Handler) {
@@ -108,7 +110,7 @@ func (t *routeTable) addPublic(r route, h http.Handler) {
 // protected adds a route that only a request with a valid credential holding scope reaches,
 // whether reads are public or not. The credential is checked before h reads anything, so a request
 // without one is refused whatever its body.
-func (t *routeTable) protected(pattern string, scope Scopes, h http.Handler) {
+func (t *routeTable) protected(pattern string, scope auth.Scopes, h http.Handler) {
 	t.add(route{pattern: pattern, access: accessProtected, scope: scope}, h)
 }
 
@@ -120,7 +122,7 @@ func (t *routeTable) protected(pattern string, scope Scopes, h http.Handler) {
 type rpcMethod struct {
 	name   string
 	reads  string
-	scope  Scopes
+	scope  auth.Scopes
 	stream bool
 }
 
@@ -133,7 +135,7 @@ func (t *routeTable) rpc(path string, h http.Handler, methods []rpcMethod) {
 	for _, m := range methods {
 		r := route{pattern: path + m.name, access: accessPublic, why: m.reads, scope: m.scope, stream: m.stream}
 		if m.reads == "" {
-			r.access, r.scope = accessProtected, ScopeWrite
+			r.access, r.scope = accessProtected, auth.ScopeWrite
 			t.add(r, h)
 			continue
 		}

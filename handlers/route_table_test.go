@@ -193,7 +193,7 @@ func TestAPublicRouteThatMayWriteMustSayWhy(t *testing.T) {
 		{"/a", "it changes nothing", false},
 	} {
 		t.Run(fmt.Sprintf("%q why %q", c.pattern, c.why), func(t *testing.T) {
-			table := newRouteTable(NewAPIKeys("k"), slog.New(slog.DiscardHandler), nil, 0)
+			table := newRouteTable(testGate(t, "k"), slog.New(slog.DiscardHandler), nil, 0)
 			table.public(c.pattern, ok, c.why)
 			if refused := table.err != nil; refused != c.refused {
 				t.Fatalf("refused %v (%v), want %v", refused, table.err, c.refused)
@@ -208,7 +208,7 @@ func TestAPublicRouteThatMayWriteMustSayWhy(t *testing.T) {
 // TestAProtectedRouteMustNeedAScope: a protected route without a scope would answer anyone, so the
 // table refuses it and New would fail.
 func TestAProtectedRouteMustNeedAScope(t *testing.T) {
-	table := newRouteTable(NewAPIKeys("k"), slog.New(slog.DiscardHandler), nil, 0)
+	table := newRouteTable(testGate(t, "k"), slog.New(slog.DiscardHandler), nil, 0)
 	table.protected("POST /a", 0, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	if table.err == nil || len(table.routes) != 0 {
 		t.Fatalf("a protected route without a scope was taken (err %v, %d routes)", table.err, len(table.routes))
@@ -344,7 +344,7 @@ func startRouteTestService(t *testing.T) (*Service, *httptest.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc, err := New(Config{Store: st, Keys: NewAPIKeys(routeTestKey), Logger: slog.New(slog.DiscardHandler)})
+	svc, err := New(Config{Store: st, Keys: testKeys(routeTestKey), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

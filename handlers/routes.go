@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
+	"usersd/auth"
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
 	"usersd/openapi"
@@ -57,14 +58,14 @@ func addRoutes(routes *routeTable, d deps) error {
 
 	// REST: reads need users.read (or nothing while reads are public), writes users.write.
 	routes.read("GET /users", listUsersREST(service, errs))
-	routes.protected("POST /users", ScopeWrite, createUserREST(service, errs))
+	routes.protected("POST /users", auth.ScopeWrite, createUserREST(service, errs))
 	routes.watch("GET /users/events", watchUsersREST(service, errs))
 	routes.read("GET /users/{id}", getUserREST(service, errs))
-	routes.protected("PUT /users/{id}", ScopeWrite, replaceUserREST(service, errs))
-	routes.protected("PATCH /users/{id}", ScopeWrite, updateUserREST(service, errs))
-	routes.protected("DELETE /users/{id}", ScopeWrite, deleteUserREST(service, errs))
+	routes.protected("PUT /users/{id}", auth.ScopeWrite, replaceUserREST(service, errs))
+	routes.protected("PATCH /users/{id}", auth.ScopeWrite, updateUserREST(service, errs))
+	routes.protected("DELETE /users/{id}", auth.ScopeWrite, deleteUserREST(service, errs))
 	routes.read("GET /users/{id}/posts", listPostsREST(service, errs))
-	routes.protected("POST /users/{id}/posts", ScopeWrite, createPostREST(service, errs))
+	routes.protected("POST /users/{id}/posts", auth.ScopeWrite, createPostREST(service, errs))
 
 	// The service's own routes.
 	routes.public("GET /health", healthREST(d.health), "")
@@ -72,7 +73,7 @@ func addRoutes(routes *routeTable, d deps) error {
 	routes.public("GET /readyz", readyzREST(d.health), "")
 	routes.public("GET /info", infoREST(errs), "")
 	routes.public("POST /echo", echoREST(errs), "it only answers with the JSON it was sent")
-	routes.protected("GET /private", ScopeRead, privateREST(errs))
+	routes.protected("GET /private", auth.ScopeRead, privateREST(errs))
 	routes.public("GET /boom", boomREST(), "")
 
 	// The REST contract (/openapi.json) and the static files of the page at the root, each file
@@ -97,7 +98,7 @@ func rpcMethods(service protoreflect.ServiceDescriptor) []rpcMethod {
 		options, _ := m.Options().(*descriptorpb.MethodOptions)
 		method := rpcMethod{name: string(m.Name()), stream: m.IsStreamingServer() && !m.IsStreamingClient()}
 		if options.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS {
-			method.reads, method.scope = "the proto marks it NO_SIDE_EFFECTS", ScopeRead
+			method.reads, method.scope = "the proto marks it NO_SIDE_EFFECTS", auth.ScopeRead
 		}
 		out = append(out, method)
 	}

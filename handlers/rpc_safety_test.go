@@ -453,7 +453,7 @@ func TestRPCRequestIDBelongsToTheAPIKey(t *testing.T) {
 	// config.go: USERS_API_KEYS is comma-separated.
 	for _, p := range apitest.RPCProtocols {
 		t.Run(p.Name, func(t *testing.T) {
-			s := startServerWith(t, Config{Keys: NewAPIKeys("key-one", "key-two")})
+			s := startServerWith(t, Config{Keys: testKeys("key-one", "key-two")})
 			one, two := s.RPCClient(p, "key-one"), s.RPCClient(p, "key-two")
 			for _, k := range rpcKeyedCreates {
 				t.Run(k.name, func(t *testing.T) {

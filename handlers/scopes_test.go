@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"usersd/auth"
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
 	"usersd/store/sqlstore"
@@ -35,11 +36,11 @@ var scopesTestKeys = []string{
 }
 
 // scopesTestKeySet is the set of scopesTestKeys.
-func scopesTestKeySet(t testing.TB) *APIKeys {
+func scopesTestKeySet(t testing.TB) *auth.APIKeys {
 	t.Helper()
-	keys := &APIKeys{}
+	keys := &auth.APIKeys{}
 	for _, line := range scopesTestKeys {
-		key, err := ParseAPIKey(line)
+		key, err := auth.ParseAPIKey(line)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,16 +68,16 @@ func expectedCheck(r route, key string, privateReads bool) checkOutcome {
 	if r.scope == 0 || r.access == accessPublic && !privateReads {
 		return passes
 	}
-	var held Scopes
+	var held auth.Scopes
 	switch key {
 	case "":
 		return unauthenticated
 	case scopesFullKey:
-		held = ScopeRead | ScopeWrite
+		held = auth.ScopeRead | auth.ScopeWrite
 	case scopesReaderKey:
-		held = ScopeRead
+		held = auth.ScopeRead
 	case scopesWriterKey:
-		held = ScopeWrite
+		held = auth.ScopeWrite
 	default:
 		return unauthenticated
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"usersd/auth"
 	"usersd/internal/apitest"
 	"usersd/store/sqlstore"
 )
@@ -46,7 +47,7 @@ func startServerWith(t *testing.T, cfg Config) *testServer {
 		cfg.Store = st
 	}
 	if cfg.Keys == nil {
-		cfg.Keys = NewAPIKeys(apitest.Key)
+		cfg.Keys = testKeys(apitest.Key)
 	}
 	logs := apitest.NewLogs()
 	if cfg.Logger == nil {
@@ -84,4 +85,26 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// testKeys returns the set of the given keys, each holding both scopes; empty strings are left out.
+func testKeys(keys ...string) *auth.APIKeys {
+	k := &auth.APIKeys{}
+	for _, key := range keys {
+		if key != "" {
+			if err := k.Add(auth.NewAPIKey(key)); err != nil {
+				panic(err)
+			}
+		}
+	}
+	return k
+}
+
+// testGate returns a gate of the given keys, with reads public and no rate limit.
+func testGate(t testing.TB, keys ...string) *auth.Gate {
+	g, err := auth.NewGate(auth.GateConfig{Keys: testKeys(keys...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

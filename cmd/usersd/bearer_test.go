@@ -11,10 +11,10 @@ import (
 
 	"connectrpc.com/connect"
 
+	"usersd/auth/oidctest"
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
 	"usersd/internal/apitest"
-	"usersd/internal/oidctest"
 )
 
 // TestTheBinaryTakesBearerTokensOfItsIssuer runs usersd with -jwt-issuer pointing at an issuer on

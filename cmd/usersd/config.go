@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"usersd/auth"
 	"usersd/handlers"
 	"usersd/store/sqlstore"
 	"usersd/users"
@@ -38,7 +39,7 @@ type config struct {
 	apiKeysFile string
 	// publicReads lets callers without a credential read users (handlers.Config.PrivateReads).
 	publicReads bool
-	// jwtIssuer and jwtAudience accept bearer tokens of an OpenID Connect issuer (handlers.BearerConfig).
+	// jwtIssuer and jwtAudience accept bearer tokens of an OpenID Connect issuer (auth.BearerConfig).
 	jwtIssuer, jwtAudience string
 	// rateLimit and rateBurst limit each caller's requests (handlers.Config.RateLimit).
 	rateLimit    float64
@@ -312,7 +313,7 @@ func (cfg config) check() error {
 		errs = append(errs, errors.New("-rate-burst is set but -rate-limit is 0 (off): set -rate-limit too"))
 	}
 	if cfg.jwtIssuer != "" || cfg.jwtAudience != "" {
-		if err := (handlers.BearerConfig{Issuer: cfg.jwtIssuer, Audience: cfg.jwtAudience}).Check(); err != nil {
+		if err := (auth.BearerConfig{Issuer: cfg.jwtIssuer, Audience: cfg.jwtAudience}).Check(); err != nil {
 			errs = append(errs, fmt.Errorf("-jwt-issuer and -jwt-audience: %w", err))
 		}
 	}
@@ -329,8 +330,8 @@ func (cfg config) check() error {
 // the keys file. There is never an unauthenticated write path: with no key configured, it makes
 // one, which the caller logs once. Keys are not put on the command line, where every user of the
 // machine could read them.
-func loadAPIKeys(cfg config, getenv func(string) string) (_ *handlers.APIKeys, generated string, err error) {
-	keys := &handlers.APIKeys{}
+func loadAPIKeys(cfg config, getenv func(string) string) (_ *auth.APIKeys, generated string, err error) {
+	keys := &auth.APIKeys{}
 	fromEnv := getenv("USERS_API_KEYS")
 	var envKeys []string
 	for key := range strings.SplitSeq(fromEnv, ",") {
@@ -342,10 +343,10 @@ func loadAPIKeys(cfg config, getenv func(string) string) (_ *handlers.APIKeys, g
 		return nil, "", errors.New("USERS_API_KEYS is set but holds no key; unset it to have a key made for the run")
 	}
 	for i, key := range envKeys {
-		if len(key) < handlers.MinAPIKeyLength {
-			return nil, "", fmt.Errorf("USERS_API_KEYS: key %d of %d has %d characters; a key needs at least %d", i+1, len(envKeys), len(key), handlers.MinAPIKeyLength)
+		if len(key) < auth.MinAPIKeyLength {
+			return nil, "", fmt.Errorf("USERS_API_KEYS: key %d of %d has %d characters; a key needs at least %d", i+1, len(envKeys), len(key), auth.MinAPIKeyLength)
 		}
-		if err := keys.Add(handlers.NewAPIKey(key)); err != nil {
+		if err := keys.Add(auth.NewAPIKey(key)); err != nil {
 			return nil, "", fmt.Errorf("USERS_API_KEYS: key %d of %d: %w", i+1, len(envKeys), err)
 		}
 	}
@@ -356,7 +357,7 @@ func loadAPIKeys(cfg config, getenv func(string) string) (_ *handlers.APIKeys, g
 	}
 	if keys.Len() == 0 {
 		generated = newSecretKey()
-		key := handlers.NewAPIKey(generated)
+		key := auth.NewAPIKey(generated)
 		key.Name = "generated"
 		keys.Add(key)
 	}
@@ -370,9 +371,9 @@ func newSecretKey() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// readKeysFile adds the keys of a keys file to keys: one a line (handlers.ParseAPIKey); blank
+// readKeysFile adds the keys of a keys file to keys: one a line (auth.ParseAPIKey); blank
 // lines and lines starting with # are ignored.
-func readKeysFile(path string, keys *handlers.APIKeys) error {
+func readKeysFile(path string, keys *auth.APIKeys) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("API keys file: %w", err)
@@ -385,7 +386,7 @@ func readKeysFile(path string, keys *handlers.APIKeys) error {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		key, err := handlers.ParseAPIKey(line)
+		key, err := auth.ParseAPIKey(line)
 		if err == nil {
 			err = keys.Add(key)
 		}

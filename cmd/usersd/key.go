@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"usersd/handlers"
+	"usersd/auth"
 )
 
 // runKey makes a new random key and prints it once, then the keys file line that holds its digest,
@@ -34,7 +34,7 @@ func runKey(args []string, stdout io.Writer) error {
 		line += " name=" + *name
 	}
 	line += " scopes=" + *scopes
-	key, err := handlers.ParseAPIKey(line)
+	key, err := auth.ParseAPIKey(line)
 	if err != nil {
 		return fmt.Errorf("usersd key: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"usersd/auth"
 	"usersd/coalesce"
 	"usersd/handlers"
 	"usersd/store"
@@ -136,9 +137,9 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	// What runs beside the server stops when run returns, however it returns.
 	background, stopBackground := context.WithCancel(ctx)
 	defer stopBackground()
-	var bearer *handlers.BearerConfig
+	var bearer *auth.BearerConfig
 	if cfg.jwtIssuer != "" {
-		bearer = &handlers.BearerConfig{Issuer: cfg.jwtIssuer, Audience: cfg.jwtAudience}
+		bearer = &auth.BearerConfig{Issuer: cfg.jwtIssuer, Audience: cfg.jwtAudience}
 	}
 	service, err := handlers.New(handlers.Config{
 		Bearer: bearer, Background: background,

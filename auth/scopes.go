@@ -1,5 +1,5 @@
 // Scopes: what a caller may do. A route needs one scope or none; a credential holds a set.
-package handlers
+package auth
 
 import (
 	"fmt"

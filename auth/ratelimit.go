@@ -1,13 +1,13 @@
 // Rate limits: a token bucket per caller, in front of every route that reads or changes users. A
 // caller is its key's name (or its token's subject), or, for a request without a valid credential,
-// its client address. Limits are per process.
-package handlers
+// its client address. Limits are per process. The limiter says how much is left; the face writes
+// it in the headers its protocol has for that.
+package auth
 
 import (
 	"hash/maphash"
 	"math"
 	"net"
-	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -16,8 +16,8 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// maxRateCallers bounds the callers whose buckets are kept (see rateLimiter).
-const maxRateCallers = 100_000
+// MaxRateCallers bounds the callers whose buckets a service keeps (see Limiter).
+const MaxRateCallers = 100_000
 
 // rateShards splits the buckets, so that callers on different cores seldom wait for one lock.
 const rateShards = 64
@@ -25,12 +25,12 @@ const rateShards = 64
 // rateEvictionSample is how many buckets a full shard looks at to choose one to drop.
 const rateEvictionSample = 8
 
-// rateLimiter holds a bucket for each caller seen, at most about maxCallers of them: an attacker
+// Limiter holds a bucket for each caller seen, at most about maxCallers of them: an attacker
 // with a million client addresses must not grow memory without bound. A shard that is full drops a
 // bucket to make room: among a few it looks at, one that has filled up again (dropping it changes
 // nothing: a new bucket starts full), or else the one used longest ago. A dropped caller that comes
 // back starts with a full bucket, which gives away at most one burst.
-type rateLimiter struct {
+type Limiter struct {
 	limit  rate.Limit
 	burst  int
 	seed   maphash.Seed
@@ -53,10 +53,10 @@ type rateBucket struct {
 	lastUsed time.Time
 }
 
-// newRateLimiter returns a limiter of perSecond requests a second per caller, with bursts of burst
+// NewLimiter returns a limiter of perSecond requests a second per caller, with bursts of burst
 // (0: twice perSecond, at least 1), keeping the buckets of about maxCallers callers; nil if
 // perSecond is 0 (no limit).
-func newRateLimiter(perSecond float64, burst, maxCallers int) *rateLimiter {
+func NewLimiter(perSecond float64, burst, maxCallers int) *Limiter {
 	if perSecond <= 0 {
 		return nil
 	}
@@ -64,7 +64,7 @@ func newRateLimiter(perSecond float64, burst, maxCallers int) *rateLimiter {
 		burst = max(1, int(math.Ceil(2*perSecond)))
 	}
 	window := math.Ceil(float64(burst) / perSecond)
-	l := &rateLimiter{limit: rate.Limit(perSecond), burst: burst, seed: maphash.MakeSeed(),
+	l := &Limiter{limit: rate.Limit(perSecond), burst: burst, seed: maphash.MakeSeed(),
 		perShard: max(1, maxCallers/rateShards),
 		policy:   `"caller";q=` + strconv.Itoa(burst) + ";w=" + strconv.FormatFloat(window, 'f', 0, 64)}
 	for i := range l.shards {
@@ -73,16 +73,16 @@ func newRateLimiter(perSecond float64, burst, maxCallers int) *rateLimiter {
 	return l
 }
 
-// rateDecision is what the limiter said of a request: whether it may go on, what is left of its
+// RateDecision is what the limiter said of a request: whether it may go on, what is left of its
 // caller's bucket, and how long until the bucket has a token again (when it is empty).
-type rateDecision struct {
-	allowed   bool
-	remaining int
-	retry     time.Duration
+type RateDecision struct {
+	Allowed   bool
+	Remaining int
+	Retry     time.Duration
 }
 
 // take takes a token from caller's bucket, if it has one.
-func (l *rateLimiter) take(caller string, now time.Time) rateDecision {
+func (l *Limiter) take(caller string, now time.Time) RateDecision {
 	shard := l.shardOf(caller)
 	shard.mu.Lock()
 	defer shard.mu.Unlock()
@@ -101,7 +101,7 @@ func (l *rateLimiter) take(caller string, now time.Time) rateDecision {
 
 // peek says whether caller's bucket has a token, without taking it. A caller without a bucket has
 // a full one.
-func (l *rateLimiter) peek(caller string, now time.Time) rateDecision {
+func (l *Limiter) peek(caller string, now time.Time) RateDecision {
 	shard := l.shardOf(caller)
 	shard.mu.Lock()
 	defer shard.mu.Unlock()
@@ -112,19 +112,19 @@ func (l *rateLimiter) peek(caller string, now time.Time) rateDecision {
 	return l.decision(tokens >= 1, tokens)
 }
 
-func (l *rateLimiter) shardOf(caller string) *rateShard {
+func (l *Limiter) shardOf(caller string) *rateShard {
 	return &l.shards[maphash.String(l.seed, caller)%rateShards]
 }
 
 // decision is what a bucket holding tokens says: allowed, or how long until it has a whole token.
-func (l *rateLimiter) decision(allowed bool, tokens float64) rateDecision {
+func (l *Limiter) decision(allowed bool, tokens float64) RateDecision {
 	if !allowed {
-		return rateDecision{retry: time.Duration((1 - tokens) / float64(l.limit) * float64(time.Second))}
+		return RateDecision{Retry: time.Duration((1 - tokens) / float64(l.limit) * float64(time.Second))}
 	}
-	return rateDecision{allowed: true, remaining: int(tokens)}
+	return RateDecision{Allowed: true, Remaining: int(tokens)}
 }
 
-// evictOne drops a bucket of the shard, which holds its lock: see rateLimiter. Go's map iteration
+// evictOne drops a bucket of the shard, which holds its lock: see Limiter. Go's map iteration
 // starts at a random place, so the buckets looked at are a sample.
 func (s *rateShard) evictOne(now time.Time, burst int) {
 	var oldest string
@@ -145,30 +145,32 @@ func (s *rateShard) evictOne(now time.Time, burst int) {
 	delete(s.buckets, oldest)
 }
 
-// setHeaders writes the draft's RateLimit-Policy and RateLimit on an answer, and Retry-After on a
-// refusal: r is what is left of the caller's quota, t the seconds until the bucket is full again
-// (or, when it is empty, until it has a token).
-func (l *rateLimiter) setHeaders(h http.Header, d rateDecision) {
-	h.Set("RateLimit-Policy", l.policy)
-	var wait time.Duration
-	if d.allowed {
-		wait = time.Duration(float64(l.burst-d.remaining) / float64(l.limit) * float64(time.Second))
-	} else {
-		wait = d.retry
-		h.Set("Retry-After", strconv.Itoa(ceilSeconds(wait)))
+// Policy is the RateLimit-Policy of every answer, as the IETF draft
+// (draft-ietf-httpapi-ratelimit-headers) writes it.
+func (l *Limiter) Policy() string { return l.policy }
+
+// State is the draft's RateLimit of an answer that d decided: r is what is left of the caller's
+// quota, t the seconds until the bucket is full again (or, when it is empty, until it has a token).
+func (l *Limiter) State(d RateDecision) string {
+	wait := d.Retry
+	if d.Allowed {
+		wait = time.Duration(float64(l.burst-d.Remaining) / float64(l.limit) * float64(time.Second))
 	}
-	h.Set("RateLimit", `"caller";r=`+strconv.Itoa(d.remaining)+";t="+strconv.Itoa(ceilSeconds(wait)))
+	return `"caller";r=` + strconv.Itoa(d.Remaining) + ";t=" + strconv.Itoa(ceilSeconds(wait))
 }
+
+// RetryAfter is the whole seconds a refused caller waits until its bucket has a token again.
+func (d RateDecision) RetryAfter() int { return ceilSeconds(d.Retry) }
 
 func ceilSeconds(d time.Duration) int { return int(math.Ceil(d.Seconds())) }
 
-// anonymousCaller is the caller of a request without a valid credential: its client address. An
-// IPv6 client is its /64, the block a single host usually holds, so that it cannot take a new
-// bucket with each address of its block.
-func anonymousCaller(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+// addressBucket is the bucket of a request without a valid credential: its client's address
+// (host:port, or a host). An IPv6 client is its /64, the block a single host usually holds, so
+// that it cannot take a new bucket with each address of its block.
+func addressBucket(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
 	if err != nil {
-		host = r.RemoteAddr
+		host = remoteAddr
 	}
 	addr, err := netip.ParseAddr(host)
 	if err != nil {

@@ -1,4 +1,4 @@
-package handlers
+package auth
 
 import (
 	"crypto/sha256"
@@ -47,18 +47,18 @@ func TestKeyDigestsCompareOnlyInConstantTime(t *testing.T) {
 // shares, and every configured key passes, so that keys can be rotated.
 func TestAPIKeysRejectNearMisses(t *testing.T) {
 	const other = "second-key-for-rotation-abcdef"
-	keys := NewAPIKeys(authTestKey, other, "")
+	keys := testKeys(authTestKey, other, "")
 	if keys.Len() != 2 {
 		t.Fatalf("Len %d, want 2 (the empty key is ignored)", keys.Len())
 	}
 	for _, key := range []string{authTestKey, other} {
-		caller, ok := keys.caller(key)
+		_, caller, ok := keys.find(key)
 		if !ok {
-			t.Errorf("caller(%q) refuses it", key)
+			t.Errorf("find(%q) refuses it", key)
 		}
 		// Stored idempotency records name their caller by this digest: it must not change.
 		if want := fmt.Sprintf("%x", sha256.Sum256([]byte(key))); caller != want {
-			t.Errorf("caller(%q) = %q, want its hex SHA-256 %q", key, caller, want)
+			t.Errorf("find(%q) digest %q, want its hex SHA-256 %q", key, caller, want)
 		}
 	}
 	for _, c := range []struct{ name, key string }{
@@ -75,19 +75,19 @@ func TestAPIKeysRejectNearMisses(t *testing.T) {
 		{"the two keys joined", authTestKey + "," + other},
 		{"a long key that starts with the key", authTestKey + strings.Repeat("x", 1<<16)},
 	} {
-		if _, ok := keys.caller(c.key); ok {
-			t.Errorf("caller(%s) accepts it", c.name)
+		if _, _, ok := keys.find(c.key); ok {
+			t.Errorf("find(%s) accepts it", c.name)
 		}
 	}
 }
 
-// BenchmarkAPIKeyCheck times APIKeys.caller for keys that share nothing, a long prefix, or everything
+// BenchmarkAPIKeyCheck times APIKeys.find for keys that share nothing, a long prefix, or everything
 // with a valid key. Not a test: compare the numbers with benchstat, e.g.
 //
-//	go test -run '^$' -bench APIKeyCheck -count 10 ./handlers | benchstat -col /key -
+//	go test -run '^$' -bench APIKeyCheck -count 10 ./auth | benchstat -col /key -
 func BenchmarkAPIKeyCheck(b *testing.B) {
 	valid := strings.Repeat("k", 64)
-	keys := NewAPIKeys(valid, "another-valid-key")
+	keys := testKeys(valid, "another-valid-key")
 	for _, c := range []struct{ name, key string }{
 		{"key=no-shared-prefix", "X" + valid[1:]},
 		{"key=long-shared-prefix", valid[:63] + "X"},
@@ -96,8 +96,19 @@ func BenchmarkAPIKeyCheck(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				keys.caller(c.key)
+				keys.find(c.key)
 			}
 		})
 	}
+}
+
+// testKeys returns the set of the given keys, each holding both scopes; empty strings are left out.
+func testKeys(keys ...string) *APIKeys {
+	k := &APIKeys{}
+	for _, key := range keys {
+		if key != "" {
+			k.Add(NewAPIKey(key))
+		}
+	}
+	return k
 }

@@ -1,6 +1,6 @@
 // API keys: a key names its holder and holds scopes. Only the SHA-256 digest of a key is kept, and
 // a keys file may hold digests alone, so that it holds no secret.
-package handlers
+package auth
 
 import (
 	"crypto/sha256"
@@ -8,17 +8,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"regexp"
 	"strings"
 )
-
-// APIKeyHeader carries the caller's key (gRPC metadata of the same name).
-const APIKeyHeader = "x-api-key"
-
-// apiKeyHeaderKey is APIKeyHeader as net/http keys a header map: looking it up in this form costs
-// no canonicalisation (and no allocation) on every request.
-var apiKeyHeaderKey = http.CanonicalHeaderKey(APIKeyHeader)
 
 // MinAPIKeyLength is the shortest key accepted: a key is a password that scripts send, and one a
 // person could guess or type from memory is too short.
@@ -130,17 +122,6 @@ type APIKeys struct {
 	keys []APIKey
 }
 
-// NewAPIKeys returns the set of the given keys, each holding both scopes; empty strings are ignored.
-func NewAPIKeys(keys ...string) *APIKeys {
-	k := &APIKeys{}
-	for _, key := range keys {
-		if key != "" {
-			k.keys = append(k.keys, NewAPIKey(key))
-		}
-	}
-	return k
-}
-
 // Add adds key to the set. The same key twice is refused: its two lines could disagree on its name
 // or scopes.
 func (k *APIKeys) Add(key APIKey) error {
@@ -172,10 +153,4 @@ func (k *APIKeys) find(secret string) (key *APIKey, digest string, ok bool) {
 		return nil, "", false
 	}
 	return &k.keys[found], d.String(), true
-}
-
-// caller reports whether key is one of the set, and returns the caller's stored identity (see find).
-func (k *APIKeys) caller(key string) (string, bool) {
-	_, digest, ok := k.find(key)
-	return digest, ok
 }
