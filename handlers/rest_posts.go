@@ -53,11 +53,12 @@ func createPostREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err := decodeBody(r, post); err != nil {
 			return err
 		}
-		res, replayed, err := service.CreateUserPostOnce(writeContext(w, r), &usersv1.CreateUserPostRequest{UserId: userID, Post: post, RequestId: key})
+		ctx, call := writeContext(r)
+		res, err := service.CreateUserPost(ctx, &usersv1.CreateUserPostRequest{UserId: userID, Post: post, RequestId: key})
 		if err != nil {
 			return err
 		}
-		setReplayed(w, replayed)
+		setCallHeaders(w.Header(), call)
 		return writeMessage(w, r, http.StatusCreated, res.GetPost())
 	})
 }

@@ -51,11 +51,12 @@ func createUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err := decodeBody(r, user); err != nil {
 			return err
 		}
-		res, replayed, err := service.CreateUserOnce(writeContext(w, r), &usersv1.CreateUserRequest{User: user, RequestId: key})
+		ctx, call := writeContext(r)
+		res, err := service.CreateUser(ctx, &usersv1.CreateUserRequest{User: user, RequestId: key})
 		if err != nil {
 			return err
 		}
-		setReplayed(w, replayed)
+		setCallHeaders(w.Header(), call)
 		w.Header().Set("Location", "/users/"+strconv.Itoa(int(res.GetUser().GetId())))
 		return writeUser(w, r, http.StatusCreated, res.GetUser())
 	})
@@ -90,7 +91,7 @@ func replaceUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err := decodeBody(r, user); err != nil {
 			return err
 		}
-		ctx := writeContext(w, r)
+		ctx, call := writeContext(r)
 		condition, err := writeCondition(ctx, service, r, id)
 		if err != nil {
 			return err
@@ -99,6 +100,7 @@ func replaceUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
+		setCallHeaders(w.Header(), call)
 		return writeUser(w, r, http.StatusOK, res.GetUser())
 	})
 }
@@ -117,7 +119,7 @@ func updateUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		ctx := writeContext(w, r)
+		ctx, call := writeContext(r)
 		condition, err := writeCondition(ctx, service, r, id)
 		if err != nil {
 			return err
@@ -126,6 +128,7 @@ func updateUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
+		setCallHeaders(w.Header(), call)
 		return writeUser(w, r, http.StatusOK, res.GetUser())
 	})
 }
@@ -136,7 +139,7 @@ func deleteUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		ctx := writeContext(w, r)
+		ctx, call := writeContext(r)
 		condition, err := writeCondition(ctx, service, r, id)
 		if err != nil {
 			return err
@@ -144,6 +147,7 @@ func deleteUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if _, err := service.DeleteUser(ctx, &usersv1.DeleteUserRequest{Id: id, Etag: condition}); err != nil {
 			return err
 		}
+		setCallHeaders(w.Header(), call)
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	})
@@ -153,13 +157,6 @@ func deleteUserREST(service *users.Service, errs *errorWriter) http.Handler {
 func writeUser(w http.ResponseWriter, r *http.Request, status int, user *usersv1.User) error {
 	w.Header()["Etag"] = []string{user.GetEtag()} // Set would canonicalise the constant again
 	return writeMessage(w, r, status, user)
-}
-
-// setReplayed marks an answer that repeats the kept answer of an idempotency key.
-func setReplayed(w http.ResponseWriter, replayed bool) {
-	if replayed {
-		w.Header().Set(users.ReplayedHeader, "true")
-	}
 }
 
 // pathID reads a path segment that must be a positive int32.

@@ -39,8 +39,9 @@ func addRoutes(routes *routeTable, d deps) error {
 	// NO_SIDE_EFFECTS in the proto changes data and needs users.write, so a new RPC is protected by
 	// default; the others read users and need users.read (or nothing while reads are public);
 	// every method that streams its answer is a stream route, so a new one has no request deadline.
-	// The users service's answers, the only ones that grow large, are held against the answer budget.
-	usersOptions := append(slices.Clip(rpcOptions), connect.WithInterceptors(spendAnswerBudget{}))
+	// The users service's methods get their call as REST's do (rpcCalls), and its answers, the only
+	// ones that grow large, are held against the answer budget.
+	usersOptions := append(slices.Clip(rpcOptions), connect.WithInterceptors(rpcCalls{}, spendAnswerBudget{}))
 	usersPath, usersRPC := usersv1connect.NewUsersHandler(rpcUsers{service}, usersOptions...)
 	routes.rpc(usersPath, usersRPC, rpcMethods(usersv1.File_users_v1_users_proto.Services().ByName("Users")))
 	healthPath, healthRPC := grpchealth.NewHandler(d.health, rpcOptions...)

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/gen/users/v1/usersv1connect"
 	"usersd/users"
 )
 
@@ -133,6 +134,8 @@ func (s *streamWriter) inOneFlush(send func() error) error {
 // rpcUsers is the Users service as connect mounts it: the service's own methods, but a watch sends
 // on the stream's writer, so that a batch of changes goes out in one flush.
 type rpcUsers struct{ *users.Service }
+
+var _ usersv1connect.UsersHandler = rpcUsers{}
 
 func (u rpcUsers) WatchUsers(ctx context.Context, req *usersv1.WatchUsersRequest, stream *connect.ServerStream[usersv1.UserEvent]) error {
 	return u.Watch(ctx, req, rpcWatchStream{stream: stream, writer: streamWriterOf(ctx)})

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"connectrpc.com/connect"
-
 	"usersd/store"
 )
 
@@ -19,59 +17,24 @@ const ConsistencyTokenHeader = "Consistency-Token"
 // tokenPrefix starts every token and names its version, so that a later form can be told apart.
 const tokenPrefix = "c1-"
 
-// Consistency is what a request says about the freshness of its reads, and where the token of its
-// write goes, for a face that does not call the service through connect (REST). An RPC's are read
-// from its metadata.
-type Consistency struct {
-	// Token is the Consistency-Token the request sent; "" for none.
-	Token string
-	// Primary makes the request's reads go to the primary: a conditional request's, whose answer
-	// depends on the newest version of a user.
-	Primary bool
-	// Answer receives the token of a successful write; nil on a read.
-	Answer func(token string)
-}
-
-type consistencyKey struct{}
-
-// WithConsistency returns a context that carries c to the service.
-func WithConsistency(ctx context.Context, c Consistency) context.Context {
-	return context.WithValue(ctx, consistencyKey{}, c)
-}
-
-// consistencyOf returns what ctx says: what the face put there, or else the RPC's metadata. Reads
-// ask for it on every request, so it builds no answer function (see answerOf).
-func consistencyOf(ctx context.Context) Consistency {
-	if c, ok := ctx.Value(consistencyKey{}).(Consistency); ok {
-		return c
+// consistencyOf returns what the call in ctx says of its reads' freshness: nothing outside a call.
+func consistencyOf(ctx context.Context) (token string, primary bool) {
+	if c := callOf(ctx); c != nil {
+		return c.ConsistencyToken, c.Primary
 	}
-	if info, ok := connect.CallInfoForHandlerContext(ctx); ok {
-		return Consistency{Token: info.RequestHeader().Get(ConsistencyTokenHeader)}
-	}
-	return Consistency{}
-}
-
-// answerOf returns where the token of a write in ctx goes; nil where it goes nowhere.
-func answerOf(ctx context.Context) func(token string) {
-	if c, ok := ctx.Value(consistencyKey{}).(Consistency); ok {
-		return c.Answer
-	}
-	if info, ok := connect.CallInfoForHandlerContext(ctx); ok {
-		return func(token string) { info.ResponseHeader().Set(ConsistencyTokenHeader, token) }
-	}
-	return nil
+	return "", false
 }
 
 // forRead returns ctx with the freshness its reads require, or invalid_argument for a token this
 // service did not issue.
 func forRead(ctx context.Context) (context.Context, error) {
-	c := consistencyOf(ctx)
-	if c.Token == "" && !c.Primary {
+	token, primary := consistencyOf(ctx)
+	if token == "" && !primary {
 		return ctx, nil
 	}
-	f := store.Freshness{Primary: c.Primary}
-	if c.Token != "" {
-		position, err := parseConsistencyToken(c.Token)
+	f := store.Freshness{Primary: primary}
+	if token != "" {
+		position, err := parseConsistencyToken(token)
 		if err != nil {
 			return ctx, err
 		}
@@ -87,7 +50,7 @@ func forRead(ctx context.Context) (context.Context, error) {
 // so that a malformed one is refused wherever it is sent, but asks for nothing: a write sees every
 // write before it.
 func forWrite(ctx context.Context) (context.Context, error) {
-	if token := consistencyOf(ctx).Token; token != "" {
+	if token, _ := consistencyOf(ctx); token != "" {
 		if _, err := parseConsistencyToken(token); err != nil {
 			return ctx, err
 		}
@@ -98,12 +61,13 @@ func forWrite(ctx context.Context) (context.Context, error) {
 	return store.WithFreshness(ctx, store.Freshness{Primary: true}), nil
 }
 
-// answerToken gives the caller of a write that succeeded the token that reads of it send back.
-// The write is done whatever happens here: if the primary cannot say its position, the token
-// holds none, which sends the reads that carry it to the primary.
+// answerToken gives the caller of a write that succeeded the token that reads of it send back,
+// in the call's AnsweredToken; outside a call, nobody takes it. The write is done whatever happens
+// here: if the primary cannot say its position, the token holds none, which sends the reads that
+// carry it to the primary.
 func (s *Service) answerToken(ctx context.Context) {
-	answer := answerOf(ctx)
-	if answer == nil {
+	call := callOf(ctx)
+	if call == nil {
 		return
 	}
 	position, err := s.store.Position(context.WithoutCancel(ctx))
@@ -111,7 +75,7 @@ func (s *Service) answerToken(ctx context.Context) {
 		s.logger.WarnContext(ctx, "a write's consistency token holds no position: its reads go to the primary", "error", err)
 		position = 0
 	}
-	answer(tokenPrefix + strconv.FormatUint(uint64(position), 16))
+	call.AnsweredToken = tokenPrefix + strconv.FormatUint(uint64(position), 16)
 }
 
 // parseConsistencyToken reads a token that answerToken made.

@@ -12,15 +12,15 @@ import (
 
 func TestConsistencyTokensReadBackWhatTheyHold(t *testing.T) {
 	for _, p := range []store.Position{0, 1, 0x16b3748, 1<<64 - 1} {
-		var answered string
-		ctx := WithConsistency(t.Context(), Consistency{Answer: func(token string) { answered = token }})
+		call := &Call{}
 		s := &Service{store: positionStore{p: p}}
-		s.answerToken(ctx)
+		s.answerToken(WithCall(t.Context(), call))
+		answered := call.AnsweredToken
 		got, err := parseConsistencyToken(answered)
 		if err != nil || got != p {
 			t.Errorf("position %d: token %q reads back as %d, %v", p, answered, got, err)
 		}
-		read, err := forRead(WithConsistency(t.Context(), Consistency{Token: answered}))
+		read, err := forRead(WithCall(t.Context(), &Call{ConsistencyToken: answered}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +36,7 @@ func TestAReadWithoutATokenRequiresNothingAndAWriteReadsThePrimary(t *testing.T)
 	if err != nil || store.FreshnessOf(read) != (store.Freshness{}) {
 		t.Errorf("a read without a token requires %+v, %v", store.FreshnessOf(read), err)
 	}
-	conditional, _ := forRead(WithConsistency(t.Context(), Consistency{Primary: true}))
+	conditional, _ := forRead(WithCall(t.Context(), &Call{Primary: true}))
 	if !store.FreshnessOf(conditional).Primary {
 		t.Error("a conditional read may be served by a standby")
 	}
@@ -44,7 +44,7 @@ func TestAReadWithoutATokenRequiresNothingAndAWriteReadsThePrimary(t *testing.T)
 	if err != nil || !store.FreshnessOf(write).Primary {
 		t.Errorf("what a write reads requires %+v, %v; want the primary", store.FreshnessOf(write), err)
 	}
-	_, err = forWrite(WithConsistency(t.Context(), Consistency{Token: "nonsense"}))
+	_, err = forWrite(WithCall(t.Context(), &Call{ConsistencyToken: "nonsense"}))
 	if e := new(Error); !errors.As(err, &e) || e.Code() != connect.CodeInvalidArgument {
 		t.Errorf("a write with a malformed token: %v, want invalid_argument", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"time"
 
-	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
 	"usersd/store"
@@ -22,10 +21,6 @@ const (
 
 	// MaxRequestIDLength is the longest idempotency key, in bytes.
 	MaxRequestIDLength = 255
-
-	// createdStatus is the status that a kept answer stands for, which the store keeps beside its
-	// body: a create's, 201 Created.
-	createdStatus = 201
 )
 
 // CheckRequestID checks an idempotency key (the field or header named field): up to 255 printable
@@ -57,22 +52,22 @@ func requestHash(operation string, fields ...string) []byte {
 
 // createOnce runs create at most once for the caller's clientKey. Without a key it just runs
 // it. With one, the first request reserves the key, and create completes the reservation in the
-// same transaction as its insert; a repeat gets the kept answer (replayed is true); a failed create
-// gives the key back so that the client can retry it. respond builds the RPC's response, which is
-// what is kept: REST answers with a part of it.
+// same transaction as its insert; a repeat gets the kept answer, and its call says Replayed; a
+// failed create gives the key back so that the client can retry it. respond builds the RPC's
+// response, which is what is kept: REST answers with a part of it.
 func createOnce[T any, R proto.Message](ctx context.Context, s *Service, clientKey string, hash []byte,
-	respond func(T) R, create func(done *store.Completion[T]) (T, error)) (res R, replayed bool, err error) {
+	respond func(T) R, create func(done *store.Completion[T]) (T, error)) (res R, err error) {
 	if clientKey == "" {
 		created, err := create(nil)
 		if err != nil {
-			return res, false, fromStore(err)
+			return res, fromStore(err)
 		}
 		s.answerToken(ctx)
-		return respond(created), false, nil
+		return respond(created), nil
 	}
 	caller, ok := CallerOf(ctx)
 	if !ok {
-		return res, false, errors.New("an idempotent create reached the service without a caller: were its credentials checked?")
+		return res, errors.New("an idempotent create reached the service without a caller: were its credentials checked?")
 	}
 	key := store.RequestKey{Caller: caller.ID, Key: clientKey}
 	reservation, answer, err := s.store.BeginRequest(ctx, key, hash)
@@ -87,29 +82,32 @@ func createOnce[T any, R proto.Message](ctx context.Context, s *Service, clientK
 			// The reservation may have been made with its answer lost: give it back too.
 			s.abandon(context.WithoutCancel(ctx), reservation)
 		}
-		return res, false, fromStore(err)
+		return res, fromStore(err)
 	}
 	if answer != nil {
 		s.metrics.IdempotentReplay()
 		res = res.ProtoReflect().Type().New().Interface().(R)
 		if err := proto.Unmarshal(answer.Body, res); err != nil {
-			return res, false, fmt.Errorf("decode the kept answer of idempotency key %q: %w", clientKey, err)
+			return res, fmt.Errorf("decode the kept answer of idempotency key %q: %w", clientKey, err)
+		}
+		if call := callOf(ctx); call != nil {
+			call.Replayed = true
 		}
 		s.answerToken(ctx) // the write it repeats lies before the primary's position now
-		return res, true, nil
+		return res, nil
 	}
 	created, err := create(&store.Completion[T]{Reservation: reservation, Answer: func(created T) (store.Answer, error) {
 		body, err := proto.Marshal(respond(created))
-		return store.Answer{Status: createdStatus, Body: body}, err
+		return store.Answer{Body: body}, err
 	}})
 	if err != nil {
 		// The answer of a failed create is not kept: give the key back so that a retry can run.
 		// The client's context may be gone, yet the release must still happen.
 		s.abandon(context.WithoutCancel(ctx), reservation)
-		return res, false, fromStore(err)
+		return res, fromStore(err)
 	}
 	s.answerToken(ctx)
-	return respond(created), false, nil
+	return respond(created), nil
 }
 
 // abandonRetry is how often a reservation is offered back while the database cannot be reached.
@@ -148,12 +146,4 @@ func (s *Service) abandon(ctx context.Context, r store.Reservation) {
 			}
 		}
 	}()
-}
-
-// markReplayed tells an RPC client that the answer repeats a kept one. REST adapters set the header
-// themselves: they call the service directly, not through connect.
-func markReplayed(ctx context.Context, replayed bool) {
-	if info, ok := connect.CallInfoForHandlerContext(ctx); ok && replayed {
-		info.ResponseHeader().Set(ReplayedHeader, "true")
-	}
 }

@@ -1,9 +1,10 @@
 // Package users holds the rules of the users service: the one implementation of users.v1.Users
 // behind REST and every RPC protocol. Validation, page tokens, update masks, etags, idempotency
 // keys, the conversions to the wire messages, the error vocabulary, and the watches of users with
-// the feed that serves them all live here, once. It knows nothing of HTTP: the HTTP face
-// (package handlers) turns requests into the proto messages, puts the caller in the context
-// (WithCaller), hands a watch a stream (WatchStream), and turns an Error's code into a status.
+// the feed that serves them all live here, once. It knows nothing of HTTP: a face (package
+// handlers) turns requests into the proto messages, puts the caller in the context (WithCaller)
+// and the request's call beside it (WithCall), hands a watch a stream (WatchStream), and turns an
+// Error's code into a status.
 package users
 
 import (
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	usersv1 "usersd/gen/users/v1"
-	"usersd/gen/users/v1/usersv1connect"
 	"usersd/store"
 )
 
@@ -39,7 +39,8 @@ type Options struct {
 	WatchHeartbeat time.Duration
 }
 
-// Service implements the users.v1.Users service on a store.
+// Service implements the users.v1.Users service on a store: one method per operation, with the
+// generated handler's signatures but for the watch, whose stream is the face's (see Watch).
 type Service struct {
 	store   store.Store
 	logger  *slog.Logger
@@ -51,8 +52,6 @@ type Service struct {
 	// is making (see watch.readMore).
 	catchUpTurns chan struct{}
 }
-
-var _ usersv1connect.UsersHandler = (*Service)(nil)
 
 // New returns the service on opts.Store. EndWatches must be called when it is no longer used.
 func New(opts Options) (*Service, error) {
@@ -140,29 +139,21 @@ func (s *Service) ListUsers(ctx context.Context, req *usersv1.ListUsersRequest) 
 	return res, nil
 }
 
-// CreateUser creates a user from the writable fields of req.user, once per request_id.
+// CreateUser creates a user from the writable fields of req.user, once per request_id: a repeat
+// gets the first answer again, and the call says Replayed.
 func (s *Service) CreateUser(ctx context.Context, req *usersv1.CreateUserRequest) (*usersv1.CreateUserResponse, error) {
-	res, replayed, err := s.CreateUserOnce(ctx, req)
-	markReplayed(ctx, replayed)
-	return res, err
-}
-
-// CreateUserOnce is CreateUser that also reports whether the answer repeats the kept answer of an
-// earlier request with the same request_id, for a face that says so otherwise than in an RPC
-// header (REST's Idempotent-Replayed).
-func (s *Service) CreateUserOnce(ctx context.Context, req *usersv1.CreateUserRequest) (*usersv1.CreateUserResponse, bool, error) {
 	if req.GetUser() == nil {
-		return nil, false, invalidArgument("user is required")
+		return nil, invalidArgument("user is required")
 	}
 	if err := checkUserFields(req.GetUser()); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if err := CheckRequestID("request_id", req.GetRequestId()); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	ctx, err := forWrite(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	nu := store.NewUser{Name: req.GetUser().GetName(), Role: req.GetUser().GetRole()}
 	return createOnce(ctx, s, req.GetRequestId(), requestHash("CreateUser", nu.Name, nu.Role),
@@ -289,38 +280,30 @@ func (s *Service) ListUserPosts(ctx context.Context, req *usersv1.ListUserPostsR
 	return res, nil
 }
 
-// CreateUserPost adds a post to an existing user, once per request_id.
+// CreateUserPost adds a post to an existing user, once per request_id (see CreateUser).
 func (s *Service) CreateUserPost(ctx context.Context, req *usersv1.CreateUserPostRequest) (*usersv1.CreateUserPostResponse, error) {
-	res, replayed, err := s.CreateUserPostOnce(ctx, req)
-	markReplayed(ctx, replayed)
-	return res, err
-}
-
-// CreateUserPostOnce is CreateUserPost that also reports whether the answer repeats a kept one
-// (see CreateUserOnce).
-func (s *Service) CreateUserPostOnce(ctx context.Context, req *usersv1.CreateUserPostRequest) (*usersv1.CreateUserPostResponse, bool, error) {
 	if err := checkID("user_id", req.GetUserId()); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	p := req.GetPost()
 	if p == nil {
-		return nil, false, invalidArgument("post is required")
+		return nil, invalidArgument("post is required")
 	}
 	if err := checkBodyID("post.user_id", p.GetUserId(), req.GetUserId()); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if err := checkRequiredText("title", p.GetTitle(), maxTitleLength); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if err := checkText("body", p.GetBody(), maxBodyLength); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if err := CheckRequestID("request_id", req.GetRequestId()); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	ctx, err := forWrite(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	userID, np := req.GetUserId(), store.NewPost{Title: p.GetTitle(), Body: p.GetBody()}
 	return createOnce(ctx, s, req.GetRequestId(), requestHash("CreateUserPost", strconv.Itoa(int(userID)), np.Title, np.Body),

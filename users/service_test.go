@@ -37,11 +37,17 @@ func TestACreateWithARequestIDRunsOncePerCaller(t *testing.T) {
 	s, m := newSQLiteService(t)
 	ada := WithCaller(context.Background(), Caller{ID: "ada"})
 	req := &usersv1.CreateUserRequest{User: &usersv1.User{Name: "Ada", Role: "admin"}, RequestId: "k1"}
-	first, replayed, err := s.CreateUserOnce(ada, req)
+	// create creates as the caller of ctx, and says whether the answer was a replay.
+	create := func(ctx context.Context, req *usersv1.CreateUserRequest) (*usersv1.CreateUserResponse, bool, error) {
+		call := &Call{}
+		res, err := s.CreateUser(WithCall(ctx, call), req)
+		return res, call.Replayed, err
+	}
+	first, replayed, err := create(ada, req)
 	if err != nil || replayed {
 		t.Fatalf("first: %v, replayed %v", err, replayed)
 	}
-	again, replayed, err := s.CreateUserOnce(ada, proto.Clone(req).(*usersv1.CreateUserRequest))
+	again, replayed, err := create(ada, proto.Clone(req).(*usersv1.CreateUserRequest))
 	if err != nil || !replayed || !proto.Equal(again, first) {
 		t.Fatalf("repeat: %v, replayed %v, %v; want the first answer %v, replayed", err, replayed, again, first)
 	}
@@ -50,19 +56,19 @@ func TestACreateWithARequestIDRunsOncePerCaller(t *testing.T) {
 	}
 	other := proto.Clone(req).(*usersv1.CreateUserRequest)
 	other.User.Name = "Grace"
-	_, _, err = s.CreateUserOnce(ada, other)
+	_, _, err = create(ada, other)
 	wantCode(t, "the key with another request", err, connect.CodeFailedPrecondition, ReasonRequestMismatch)
 	if m.refused["reused"] != 1 {
 		t.Errorf("reused counted %d times, want 1", m.refused["reused"])
 	}
 	// The key is the caller's: another caller's same key is another request.
 	bob := WithCaller(context.Background(), Caller{ID: "bob"})
-	theirs, replayed, err := s.CreateUserOnce(bob, proto.Clone(req).(*usersv1.CreateUserRequest))
+	theirs, replayed, err := create(bob, proto.Clone(req).(*usersv1.CreateUserRequest))
 	if err != nil || replayed || theirs.GetUser().GetId() == first.GetUser().GetId() {
 		t.Fatalf("another caller's key: %v, replayed %v, user %d", err, replayed, theirs.GetUser().GetId())
 	}
 	// Without a caller a key has no owner: that is a bug of the face that called, not a client error.
-	if _, _, err := s.CreateUserOnce(context.Background(), req); err == nil || connectCode(err) != connect.CodeUnknown {
+	if _, _, err := create(context.Background(), req); err == nil || connectCode(err) != connect.CodeUnknown {
 		t.Fatalf("a key without a caller: %v, want a fault", err)
 	}
 }

@@ -1,5 +1,5 @@
-// Watching users: one implementation behind WatchUsers on every RPC protocol and the HTTP face's
-// Server-Sent Events. A watch validates where it resumes, reads the log from there until it has
+// Watching users: one implementation (Watch) behind WatchUsers on every RPC protocol and the HTTP
+// face's Server-Sent Events. A watch validates where it resumes, reads the log from there until it has
 // caught up, then takes what the feed hands out, with a heartbeat while nothing changes.
 package users
 
@@ -21,26 +21,6 @@ type WatchStream interface {
 	// Send sends the messages in order, as one batch: a stream that can put them in one write (one
 	// HTTP/2 frame, one flush) should. An error means the client is gone or stopped reading.
 	Send(batch []*usersv1.UserEvent) error
-}
-
-// WatchUsers streams the changes of users (see the proto) on a connect stream, each message
-// flushed as it is sent. The HTTP face mounts the RPC with a stream of its own (see Watch).
-func (s *Service) WatchUsers(ctx context.Context, req *usersv1.WatchUsersRequest, stream *connect.ServerStream[usersv1.UserEvent]) error {
-	return s.Watch(ctx, req, connectStream{stream})
-}
-
-// connectStream sends a batch one message at a time.
-type connectStream struct {
-	stream *connect.ServerStream[usersv1.UserEvent]
-}
-
-func (c connectStream) Send(batch []*usersv1.UserEvent) error {
-	for _, m := range batch {
-		if err := c.stream.Send(m); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // watch is one watch as it runs: where it is in the log, and where it sends.
