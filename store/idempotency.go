@@ -27,10 +27,10 @@ type Reservation struct {
 	Token string
 }
 
-// Answer is what a completed request answered, kept to be answered again to its repeats.
+// Answer is what a completed request answered, kept to be answered again to its repeats: the
+// encoded response of its create, never empty (a record that holds none is a request still running).
 type Answer struct {
-	Status int
-	Body   []byte
+	Body []byte
 }
 
 // Completion completes a reservation in the same transaction as the create that it guards.

@@ -133,7 +133,7 @@ func testABatchKeepsEachWritesOwnOutcome(t *testing.T, s *sqlstore.Store, hold f
 	newName, newRole := "renamed again", "editor"
 	keepAnswer := func(r store.Reservation) *store.Completion[store.User] {
 		return &store.Completion[store.User]{Reservation: r, Answer: func(u store.User) (store.Answer, error) {
-			return store.Answer{Status: 201, Body: []byte(u.Name)}, nil
+			return store.Answer{Body: []byte(u.Name)}, nil
 		}}
 	}
 	writes := []struct {

@@ -53,12 +53,11 @@ func reserve(ctx context.Context, tx writeTx, key store.RequestKey, hash []byte,
 			hash      []byte
 			token     string
 			startedAt int64
-			status    sql.NullInt64
 			response  []byte
 		}
 		err = tx.QueryRowContext(ctx,
-			`SELECT request_hash, token, started_at, status, response FROM idempotency_keys WHERE caller = $1 AND key = $2`,
-			key.Caller, key.Key).Scan(&held.hash, &held.token, &held.startedAt, &held.status, &held.response)
+			`SELECT request_hash, token, started_at, response FROM idempotency_keys WHERE caller = $1 AND key = $2`,
+			key.Caller, key.Key).Scan(&held.hash, &held.token, &held.startedAt, &held.response)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
@@ -68,11 +67,11 @@ func reserve(ctx context.Context, tx writeTx, key store.RequestKey, hash []byte,
 
 		started := fromMicros(held.startedAt)
 		expired := now.Sub(started) >= store.RequestTTL
-		abandoned := !held.status.Valid && now.Sub(started) >= store.RequestLease
+		abandoned := held.response == nil && now.Sub(started) >= store.RequestLease
 		if expired || abandoned {
 			// Take the key over from the record that was read, and only from it.
 			res, err := tx.ExecContext(ctx,
-				`UPDATE idempotency_keys SET request_hash = $1, token = $2, started_at = $3, status = NULL, response = NULL
+				`UPDATE idempotency_keys SET request_hash = $1, token = $2, started_at = $3, response = NULL
 				 WHERE caller = $4 AND key = $5 AND token = $6`,
 				hash, tried.Token, micros(now), key.Caller, key.Key, held.token)
 			if ok, err := oneRowChanged(res, err); err != nil || ok {
@@ -83,10 +82,10 @@ func reserve(ctx context.Context, tx writeTx, key store.RequestKey, hash []byte,
 		switch {
 		case !bytes.Equal(held.hash, hash):
 			return store.Reservation{}, store.Reservation{}, nil, store.ErrRequestMismatch
-		case !held.status.Valid:
+		case held.response == nil:
 			return store.Reservation{}, store.Reservation{}, nil, store.ErrRequestInProgress
 		}
-		return store.Reservation{}, store.Reservation{}, &store.Answer{Status: int(held.status.Int64), Body: held.response}, nil
+		return store.Reservation{}, store.Reservation{}, &store.Answer{Body: held.response}, nil
 	}
 	return tried, store.Reservation{}, nil, store.ErrRequestInProgress
 }
@@ -97,7 +96,7 @@ func (s *Store) AbandonRequest(ctx context.Context, r store.Reservation) (err er
 	// the operator bring it back, where the key would otherwise read as in progress for a lease.
 	defer s.classifyWrite(ctx, &err)
 	_, err = s.writer.ExecContext(ctx,
-		`DELETE FROM idempotency_keys WHERE caller = $1 AND key = $2 AND token = $3 AND status IS NULL`,
+		`DELETE FROM idempotency_keys WHERE caller = $1 AND key = $2 AND token = $3 AND response IS NULL`,
 		r.Caller, r.Key, r.Token)
 	return wrapRequestError(r.RequestKey, err)
 }
@@ -133,10 +132,13 @@ func complete[T any](ctx context.Context, tx writeTx, done *store.Completion[T],
 	if err != nil {
 		return fmt.Errorf("build the answer to keep: %w", err)
 	}
+	if len(answer.Body) == 0 { // NULL, or empty, is a request still running: it would never end
+		return errors.New("build the answer to keep: it is empty")
+	}
 	r := done.Reservation
 	res, err := tx.ExecContext(ctx,
-		`UPDATE idempotency_keys SET status = $1, response = $2 WHERE caller = $3 AND key = $4 AND token = $5 AND status IS NULL`,
-		answer.Status, answer.Body, r.Caller, r.Key, r.Token)
+		`UPDATE idempotency_keys SET response = $1 WHERE caller = $2 AND key = $3 AND token = $4 AND response IS NULL`,
+		answer.Body, r.Caller, r.Key, r.Token)
 	held, err := oneRowChanged(res, err)
 	if err == nil && !held {
 		err = store.ErrRequestInProgress

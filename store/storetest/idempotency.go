@@ -22,7 +22,7 @@ var (
 // keepUser completes r with an answer that names the created user.
 func keepUser(r store.Reservation) *store.Completion[store.User] {
 	return &store.Completion[store.User]{Reservation: r, Answer: func(u store.User) (store.Answer, error) {
-		return store.Answer{Status: 201, Body: fmt.Appendf(nil, "user %d", u.ID)}, nil
+		return store.Answer{Body: fmt.Appendf(nil, "user %d", u.ID)}, nil
 	}}
 }
 
@@ -38,8 +38,8 @@ func mustBegin(t *testing.T, s store.Store, key store.RequestKey, hash []byte) s
 func wantAnswer(t *testing.T, s store.Store, key store.RequestKey, hash []byte, want store.Answer) {
 	t.Helper()
 	r, answer, err := s.BeginRequest(context.Background(), key, hash)
-	if err != nil || answer == nil || answer.Status != want.Status || !bytes.Equal(answer.Body, want.Body) || r.Token != "" {
-		t.Fatalf("repeat %+v: reservation %+v, answer %+v, %v; want the kept answer %d %q", key, r, answer, err, want.Status, want.Body)
+	if err != nil || answer == nil || !bytes.Equal(answer.Body, want.Body) || r.Token != "" {
+		t.Fatalf("repeat %+v: reservation %+v, answer %+v, %v; want the kept answer %q", key, r, answer, err, want.Body)
 	}
 }
 
@@ -58,7 +58,7 @@ func testIdempotentCreate(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := store.Answer{Status: 201, Body: fmt.Appendf(nil, "user %d", u.ID)}
+	want := store.Answer{Body: fmt.Appendf(nil, "user %d", u.ID)}
 	wantAnswer(t, s, aliceKey, hashA, want)
 	wantAnswer(t, s, aliceKey, hashA, want) // a repeat leaves the answer as it was
 	wantBeginError(t, s, aliceKey, hashB, store.ErrRequestMismatch)
@@ -76,13 +76,13 @@ func testIdempotentPost(t *testing.T, s store.Store) {
 	u := mustCreate(t, s, "author", "")
 	r := mustBegin(t, s, aliceKey, hashA)
 	done := &store.Completion[store.Post]{Reservation: r, Answer: func(p store.Post) (store.Answer, error) {
-		return store.Answer{Status: 201, Body: fmt.Appendf(nil, "post %d", p.ID)}, nil
+		return store.Answer{Body: fmt.Appendf(nil, "post %d", p.ID)}, nil
 	}}
 	p, err := s.CreatePost(ctx, u.ID, store.NewPost{Title: "once"}, done)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantAnswer(t, s, aliceKey, hashA, store.Answer{Status: 201, Body: fmt.Appendf(nil, "post %d", p.ID)})
+	wantAnswer(t, s, aliceKey, hashA, store.Answer{Body: fmt.Appendf(nil, "post %d", p.ID)})
 
 	// A create that fails keeps no answer and leaves the key to its request, which abandons it.
 	other := store.RequestKey{Caller: aliceKey.Caller, Key: "for a missing user"}
@@ -171,7 +171,7 @@ func testLeaseTakeover(t *testing.T, s store.Store, clock *Clock) {
 	}
 	// A completed answer has no lease: it stays until it expires.
 	clock.Advance(2 * store.RequestLease)
-	wantAnswer(t, s, aliceKey, hashA, store.Answer{Status: 201, Body: fmt.Appendf(nil, "user %d", u.ID)})
+	wantAnswer(t, s, aliceKey, hashA, store.Answer{Body: fmt.Appendf(nil, "user %d", u.ID)})
 }
 
 func testRequestExpiry(t *testing.T, s store.Store, clock *Clock) {
