@@ -13,9 +13,11 @@ import (
 	"time"
 )
 
-// TestTheREADMERunsInOrder pastes the README's shell examples, in order, into one shell in a fresh
-// copy of the repository, as a newcomer would: every example must work on the state the earlier
-// ones left. A block's info string says how it runs:
+// TestTheREADMERunsInOrder pastes the shell examples of the README and then of the guides in docs/
+// (in the order of docsInOrder), in order, into one shell in a fresh copy of the repository, as a
+// newcomer reading them one after the other would: every example must work on the state the
+// earlier ones left, those of earlier files included. A guide that needs a server of its own
+// starts one with a serve block. A block's info string says how it runs:
 //
 //	```sh                 run; a curl answered 400 or more fails it, as does any failing command
 //	```sh serve           start a server: in the background, until the next serve or stop block,
@@ -26,6 +28,8 @@ import (
 //	```sh norun           shown, not run: the text beside it says why (CI runs it as a step of its
 //	                      own, or it needs machines this one does not have)
 //
+// A file of docs/ with sh blocks must be in docsInOrder or in docsShownOnly, so that no guide's
+// examples are skipped because nobody listed it. A failing block is named by its file and line.
 // A streaming curl (-N) that reaches its --max-time has done what it shows.
 // USERS_README_OUTPUT=FILE keeps what the run printed.
 func TestTheREADMERunsInOrder(t *testing.T) {
@@ -34,13 +38,21 @@ func TestTheREADMERunsInOrder(t *testing.T) {
 			missingTool(t, "USERS_REQUIRE_CURL", "the README's examples need "+tool+", which is not installed")
 		}
 	}
-	readme, err := os.ReadFile("../../README.md")
+	files, err := docsRunOrder("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks, err := readmeBlocks(string(readme))
-	if err != nil {
-		t.Fatal(err)
+	var blocks []readmeBlock
+	for _, name := range files {
+		text, err := os.ReadFile(filepath.Join("../..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fileBlocks, err := readmeBlocks(name, string(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks = append(blocks, fileBlocks...)
 	}
 	dir := freshCopy(t)
 	script := readmeScript(blocks)
@@ -56,7 +68,8 @@ func TestTheREADMERunsInOrder(t *testing.T) {
 		os.WriteFile(path, out, 0o644) // the whole run, to read it through
 	}
 	if err != nil {
-		t.Fatalf("the README's examples, pasted in order, failed (%v); the output, the failing block last:\n%s", err, tail(string(out), 80))
+		t.Fatalf("the examples of %s, pasted in order, failed (%v); the output, the failing block (named by its file and line) last:\n%s",
+			strings.Join(files, ", "), err, tail(string(out), 80))
 	}
 	shown := 0
 	for _, b := range blocks {
@@ -64,20 +77,84 @@ func TestTheREADMERunsInOrder(t *testing.T) {
 			shown++
 		}
 	}
-	t.Logf("%d of the README's %d shell blocks ran in order (USERS_README_OUTPUT=FILE keeps what they printed); %d are shown only",
-		len(blocks)-shown, len(blocks), shown)
+	t.Logf("%d of the %d shell blocks of %s ran in order (USERS_README_OUTPUT=FILE keeps what they printed); %d are shown only",
+		len(blocks)-shown, len(blocks), strings.Join(files, ", "), shown)
 }
 
-// readmeBlock is a fenced ```sh block of the README.
+// docsInOrder is the order in which the guides' examples run, after the README's: each works on
+// the state the ones before it left (the README's service, its users, the keys file of
+// ACCESS.md, the backup of BACKUPS.md). It is the order of the README's list of guides. A guide
+// with no sh blocks may be listed or not.
+var docsInOrder = []string{
+	"docs/API.md",
+	"docs/ACCESS.md",
+	"docs/OBSERVABILITY.md",
+	"docs/BACKUPS.md",
+	"docs/DEPLOYMENT.md",
+	"docs/POSTGRESQL.md",
+	"docs/LIMITS.md",
+	"docs/DEVELOPMENT.md",
+}
+
+// docsShownOnly are the files of docs/ whose sh blocks are never run here, and why.
+var docsShownOnly = map[string]string{
+	"docs/PERFORMANCE.md":     "benchmarks: minutes of load on a quiet machine, run by hand (bench/run), never in CI",
+	"docs/PERFORMANCE-LOG.md": "the commands of past measurements, kept as they were run",
+}
+
+// docsRunOrder returns the files whose examples run, README.md first, relative to root. A listed
+// guide that is missing, or a file of docs/ with sh blocks that is in neither docsInOrder nor
+// docsShownOnly, is an error.
+func docsRunOrder(root string) ([]string, error) {
+	listed := map[string]bool{}
+	for _, name := range docsInOrder {
+		if _, ok := docsShownOnly[name]; ok || listed[name] {
+			return nil, fmt.Errorf("%s is listed twice among the docs the README's run reads", name)
+		}
+		listed[name] = true
+		if _, err := os.Stat(filepath.Join(root, name)); err != nil {
+			return nil, fmt.Errorf("docsInOrder lists %s: %w", name, err)
+		}
+	}
+	for name := range docsShownOnly {
+		listed[name] = true
+	}
+	guides, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	for _, path := range guides {
+		name := "docs/" + filepath.Base(path)
+		if listed[name] {
+			continue
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		blocks, err := readmeBlocks(name, string(text))
+		if err != nil {
+			return nil, err
+		}
+		if len(blocks) > 0 {
+			return nil, fmt.Errorf("%s has %d sh blocks (the first on line %d) but is not in docsInOrder (cmd/usersd/readme_test.go): "+
+				"add it where its examples can run, after the guides whose state they need", name, len(blocks), blocks[0].line)
+		}
+	}
+	return append([]string{"README.md"}, docsInOrder...), nil
+}
+
+// readmeBlock is a fenced ```sh block of the README or of a guide.
 type readmeBlock struct {
+	file string // relative to the repository, README.md or docs/NAME.md
 	line int    // of its opening fence
 	mode string // "", "serve", "stop", "expect-errors" or "norun"
 	text string
 }
 
-// readmeBlocks returns the README's sh blocks in order; an unknown mode is an error, so that a
-// typo cannot quietly turn an example off.
-func readmeBlocks(readme string) ([]readmeBlock, error) {
+// readmeBlocks returns the sh blocks of file (named name), in order; an unknown mode is an error,
+// so that a typo cannot quietly turn an example off.
+func readmeBlocks(name, readme string) ([]readmeBlock, error) {
 	var blocks []readmeBlock
 	var open *readmeBlock
 	var inOther bool
@@ -95,14 +172,14 @@ func readmeBlocks(readme string) ([]readmeBlock, error) {
 		case inOther:
 		case strings.HasPrefix(line, "```sh"):
 			fields := strings.Fields(strings.TrimPrefix(line, "```"))
-			b := &readmeBlock{line: n}
+			b := &readmeBlock{file: name, line: n}
 			if len(fields) > 1 {
 				b.mode = fields[1]
 			}
 			switch b.mode {
 			case "", "serve", "stop", "expect-errors", "norun":
 			default:
-				return nil, fmt.Errorf("README line %d: unknown mode %q for a sh block", n, b.mode)
+				return nil, fmt.Errorf("%s line %d: unknown mode %q for a sh block", name, n, b.mode)
 			}
 			open = b
 		case strings.HasPrefix(line, "```"):
@@ -139,7 +216,7 @@ curl() {
 }
 `)
 	for i, block := range blocks {
-		fmt.Fprintf(&b, "\necho; echo '== block %d (README line %d%s)'\n", i+1, block.line, map[string]string{"": "", "serve": ", serve", "stop": ", after stopping the server", "expect-errors": ", errors expected", "norun": ", not run"}[block.mode])
+		fmt.Fprintf(&b, "\necho; echo '== block %d (%s line %d%s)'\n", i+1, block.file, block.line, map[string]string{"": "", "serve": ", serve", "stop": ", after stopping the server", "expect-errors": ", errors expected", "norun": ", not run"}[block.mode])
 		switch block.mode {
 		case "norun":
 			continue
@@ -149,11 +226,11 @@ curl() {
 			fmt.Fprintf(&b, "stop_server\nsetsid bash -c %s > .server-%d.log 2>&1 &\nserver=$!\n", shellQuote("shopt -s expand_aliases\n"+block.text), i+1)
 			fmt.Fprintf(&b, `for _ in $(seq 1800); do
   curl_plain -s -o /dev/null localhost:8080/livez && break
-  kill -0 "$server" 2>/dev/null || { echo "the server of block %d stopped:"; cat .server-%d.log; exit 1; }
+  kill -0 "$server" 2>/dev/null || { echo "the server of block %d (%s line %d) stopped:"; cat .server-%d.log; exit 1; }
   sleep 0.1
 done
-curl_plain -s -o /dev/null localhost:8080/livez || { echo "the server of block %d did not listen within 3 minutes:"; cat .server-%d.log; exit 1; }
-`, i+1, i+1, i+1, i+1)
+curl_plain -s -o /dev/null localhost:8080/livez || { echo "the server of block %d (%s line %d) did not listen within 3 minutes:"; cat .server-%d.log; exit 1; }
+`, i+1, block.file, block.line, i+1, i+1, block.file, block.line, i+1)
 		case "stop":
 			fmt.Fprintf(&b, "stop_server\nset -e -o pipefail\n%sset +e +o pipefail\n", block.text)
 		case "expect-errors":
