@@ -5,7 +5,7 @@
 #   docker run -p 8080:8080 -v usersd-data:/data -e USERS_API_KEYS="$(openssl rand -base64 24)" usersd
 #
 # On PostgreSQL, give USERS_DB a postgres:// URL instead of the volume. Probes: GET /livez for
-# liveness, GET /readyz for readiness (see the README).
+# liveness, GET /readyz for readiness (see docs/DEPLOYMENT.md#probes-and-stopping).
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src

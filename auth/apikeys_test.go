@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestKeysFileLines reads the keys file lines of SPEC section 13: a key or its digest, then a name
+// TestKeysFileLines reads the keys file lines of docs/ACCESS.md#keys-with-names-and-scopes: a key or its digest, then a name
 // and scopes, each optional; and refuses every line that says something else, with why.
 func TestKeysFileLines(t *testing.T) {
 	const secret = "a-key-for-the-keys-file-0123"

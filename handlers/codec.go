@@ -17,7 +17,7 @@ import (
 )
 
 // jsonCodec is protojson with two changes from connect's default codec:
-//   - Unknown fields are an error, as the README's "The routes" promises for REST, so that a misspelt field
+//   - Unknown fields are an error, as docs/API.md#the-routes promises for REST, so that a misspelt field
 //     never passes unnoticed on either path.
 //   - Output is compacted: protojson adds random spaces to stop callers from relying on its exact
 //     bytes, and we promise byte-identical users on REST and Connect.

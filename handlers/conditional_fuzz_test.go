@@ -1,7 +1,7 @@
 package handlers
 
-// A fuzz target for the request headers that make writes safe to retry and to race (the README's
-// "Safe retries and concurrent edits"): If-Match on PUT, PATCH and DELETE, If-None-Match on GET,
+// A fuzz target for the request headers that make writes safe to retry and to race
+// (docs/API.md#safe-retries-and-concurrent-edits): If-Match on PUT, PATCH and DELETE, If-None-Match on GET,
 // Idempotency-Key on the creates.
 
 import (

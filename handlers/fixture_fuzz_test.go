@@ -2,7 +2,7 @@ package handlers
 
 // The fixture that every fuzz target of this package drives: the real handler (handlers.New) on a
 // real in-memory SQLite store, made once per target and process and reused across inputs, and the
-// invariants that every answer must keep (the README's "The routes"):
+// invariants that every answer must keep (docs/API.md#the-routes):
 //
 //   - no panic and no fault: every status is 2xx or 4xx (304 only where a target allows it), no
 //     answer says "Internal Server Error", and nothing is logged at warning level or above;
@@ -15,7 +15,7 @@ package handlers
 // After an input that called a writing method, the store is compared with the baseline, a snapshot
 // of the seeded data. An input that called no writing method cannot have changed anything, and
 // needs no snapshot: that keeps the 4xx inputs, most of what a fuzzer makes, fast. Every input must
-// also leave no key reserved: a create that fails gives its key back (the README's "Safe retries and concurrent edits").
+// also leave no key reserved: a create that fails gives its key back (docs/API.md#safe-retries-and-concurrent-edits).
 //
 // When a 2xx answer changed the store, the next input must meet the seed data again, so that a
 // failing input reproduces on its own and coverage depends on the input alone. The store is seeded
@@ -456,7 +456,7 @@ func (fx *fzFixture) check(t *testing.T, res *fzResponse) {
 	}
 }
 
-// fzTolerateCleanPathRedirects admits one known deviation from the README's rule that a path no
+// fzTolerateCleanPathRedirects admits one known deviation from the rule of docs/API.md#the-routes that a path no
 // route serves is 404, so that the fuzz runs can look for others: http.ServeMux answers a request whose path is not canonical
 // ("/users/.", "/users/..", "/users/1/../2", "/users/1//posts") with a redirect to the cleaned path
 // and an HTML body, where the contract has 404 {"error": ...} for a path that no route serves.

@@ -62,7 +62,7 @@ func TestTheDocumentHasEveryRESTRoute(t *testing.T) {
 		}
 	}
 	if len(registered) < 14 {
-		t.Errorf("found %d REST routes, want at least the 14 of the README's table", len(registered))
+		t.Errorf("found %d REST routes, want at least the 14 of docs/API.md#the-routes", len(registered))
 	}
 }
 

@@ -1,6 +1,6 @@
 package handlers
 
-// A fuzz target for the collection-query parser (the README's routes and "Lists at scale"), held to
+// A fuzz target for the collection-query parser (docs/API.md#the-routes and #lists-at-scale), held to
 // a model of the contract: the seed data, filtered, sorted and paged by the test itself.
 
 import (
@@ -212,7 +212,7 @@ func fzDecodeList(t *testing.T, res *fzResponse, posts bool) []int32 {
 
 var fzLinkPattern = regexp.MustCompile(`^<([^<>]*)>; rel="(first|prev|next|last)"$`)
 
-// fzCheckLinks checks the Link header of a 200 list answer (RFC 8288, the README's "The routes").
+// fzCheckLinks checks the Link header of a 200 list answer (RFC 8288, docs/API.md#the-routes).
 func fzCheckLinks(t *testing.T, res *fzResponse, path string, q *fzQuery, total int32) {
 	t.Helper()
 	last := max(1, (total+q.limit-1)/q.limit)

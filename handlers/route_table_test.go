@@ -31,7 +31,7 @@ const routeTestKey = "route-test-key-2b7e151628aed2a6"
 // here fails TestEveryWriteIsRefusedWithoutAValidKey; so does an entry that no route matches any
 // more. RPC methods that the proto marks NO_SIDE_EFFECTS are reads and need no entry.
 var publicWrites = map[string]string{
-	"POST /echo":                   "it answers with the JSON it was sent and changes nothing (README, the service's routes)",
+	"POST /echo":                   "it answers with the JSON it was sent and changes nothing (docs/API.md#the-routes)",
 	"/grpc.health.v1.Health/Check": "gRPC health: answers the serving status",
 	"/grpc.health.v1.Health/Watch": "gRPC health: streams the serving status",
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      "gRPC reflection: describes the services",
@@ -75,7 +75,7 @@ func TestEveryWriteIsRefusedWithoutAValidKey(t *testing.T) {
 			t.Errorf("publicWrites lists %q, which is not a public route any more", pattern)
 		}
 	}
-	// An empty or short list would pass everything: the writes the README names, /private and every
+	// An empty or short list would pass everything: the writes docs/API.md#the-routes names, /private and every
 	// method of the Users service must be there.
 	for _, want := range []string{"POST /users", "PUT /users/{id}", "PATCH /users/{id}", "DELETE /users/{id}", "POST /users/{id}/posts", "GET /private"} {
 		if registered[want].access != accessProtected {

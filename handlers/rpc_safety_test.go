@@ -1,6 +1,6 @@
 package handlers
 
-// SPEC section 7 over RPC: an etag makes ReplaceUser, UpdateUser and DeleteUser conditional, and a
+// docs/API.md#safe-retries-and-concurrent-edits over RPC: an etag makes ReplaceUser, UpdateUser and DeleteUser conditional, and a
 // request_id makes CreateUser and CreateUserPost run at most once per caller and key.
 
 import (

@@ -60,7 +60,7 @@ const (
 	forbidden       checkOutcome = "403 permission_denied"
 )
 
-// expectedCheck is the rule of SPEC section 13 as this test reads it, written apart from the
+// expectedCheck is the rule of docs/ACCESS.md#callers-and-scopes as this test reads it, written apart from the
 // authorizer: a route without a scope answers anyone, and so does a public route's read while
 // reads are public, whatever credential it carries; otherwise a credential must be sent, be valid
 // and hold the route's scope.

@@ -1,5 +1,5 @@
 // How fresh a read must be, where a store can serve reads from standbys that replay the primary's
-// history behind it (the README's "Read replicas"): a read may ask to see the writes up to a
+// history behind it (docs/POSTGRESQL.md#read-replicas): a read may ask to see the writes up to a
 // position, or to be served by the primary alone.
 package store
 

@@ -1,5 +1,5 @@
 // Idempotent requests: a client that repeats a create with the same idempotency key gets the first
-// answer again instead of a second record (the README's "Safe retries and concurrent edits").
+// answer again instead of a second record (docs/API.md#safe-retries-and-concurrent-edits).
 package store
 
 import "time"

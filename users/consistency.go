@@ -1,4 +1,4 @@
-// Read your writes (the README's "Read replicas"): every successful write answers a
+// Read your writes (docs/POSTGRESQL.md#read-replicas): every successful write answers a
 // Consistency-Token, and a read that sends one back sees that write and every write before it,
 // wherever the store serves it. Reads without one may be served by a standby within its lag.
 package users

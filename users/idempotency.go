@@ -1,4 +1,4 @@
-// Idempotency keys (the README's "Safe retries and concurrent edits", AIP-155): a create that carries a key runs at most once per
+// Idempotency keys (docs/API.md#safe-retries-and-concurrent-edits, AIP-155): a create that carries a key runs at most once per
 // caller and key, and its repeats get the first answer again, on REST and RPC alike.
 package users
 

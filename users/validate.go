@@ -18,7 +18,7 @@ const (
 	maxBodyLength  = 10_000
 )
 
-// Paging defaults, as the README's "The routes" and the proto's ListUsersRequest state them.
+// Paging defaults, as docs/API.md#the-routes and the proto's ListUsersRequest state them.
 const (
 	defaultLimit = 20
 	maxLimit     = 100

@@ -23,7 +23,7 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, "usersd backup [-db PATH] FILE: write a consistent copy of the SQLite database to FILE, which must not\n"+
 			"exist, while the service reads and writes it. Restore by stopping the service and putting the copy\n"+
-			"in place of the database file (see the README, \"Backup and restore\").\n\n")
+			"in place of the database file (see docs/BACKUPS.md, \"Restoring SQLite\").\n\n")
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
 		return nil

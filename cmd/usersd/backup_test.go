@@ -18,7 +18,7 @@ import (
 )
 
 // TestABackupUnderWritesRestoresEveryAcknowledgedUser backs the database up with `usersd backup`
-// while four clients create users as fast as they can, then restores the copy as the README says
+// while four clients create users as fast as they can, then restores the copy as docs/BACKUPS.md#restoring-sqlite says
 // and serves it: every user whose create was acknowledged before the backup began is there, and
 // the copy is consistent (its count of users is the users it lists). A plain copy of the file
 // kept 4 of 30 users: the rest were in the write-ahead log.
@@ -60,7 +60,7 @@ func TestABackupUnderWritesRestoresEveryAcknowledgedUser(t *testing.T) {
 	stop.Store(true)
 	writers.Wait()
 
-	// The README's restore: the copy becomes the database file of a service that is not running,
+	// docs/BACKUPS.md's restore: the copy becomes the database file of a service that is not running,
 	// with no write-ahead log of another file beside it.
 	restored := filepath.Join(dir, "restored", "users.db")
 	os.MkdirAll(filepath.Dir(restored), 0o750)

@@ -161,7 +161,7 @@ func TestHostileInputs(t *testing.T) {
 		{name: "a path id of %00", send: h1(request{Method: "GET", Path: "/users/%00"}), status: 400},
 		{name: "a page of %00", send: h2(request{Method: "GET", Path: "/users?page=%00"}), status: 400},
 		// A role with a NUL can never be stored, and PostgreSQL cannot even compare one: a filter
-		// that no user could match is refused, as the README's "The routes" says, on every backend.
+		// that no user could match is refused, as docs/API.md#the-routes says, on every backend.
 		{name: "a role filter of %00 is refused", send: h1(request{Method: "GET", Path: "/users?role=a%00b"}), status: 400},
 		{name: "a raw NUL byte in the request line", send: raw("GET /users/1\x00 HTTP/1.1\r\nHost: usersd\r\nConnection: close\r\n\r\n"), status: 400, kind: hostileBare},
 		{name: "a raw NUL byte in a header value", send: raw("GET /info HTTP/1.1\r\nHost: usersd\r\nX-A: a\x00b\r\nConnection: close\r\n\r\n"), status: 400, kind: hostileBare},

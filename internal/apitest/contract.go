@@ -163,7 +163,7 @@ func (c checkedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return res, err
 	}
 	if res.StatusCode == http.StatusRequestHeaderFieldsTooLarge {
-		return res, nil // net/http's own plain-text answer, before any handler runs (the README's limits)
+		return res, nil // net/http's own plain-text answer, before any handler runs (docs/LIMITS.md)
 	}
 	res.Body = &checkedBody{ReadCloser: res.Body, done: func(body []byte) {
 		if route == nil {
@@ -211,7 +211,7 @@ func (b *checkedBody) Read(p []byte) (int, error) {
 func (c *contractChecker) check(r *http.Request, route *routers.Route, params map[string]string, requestBody []byte, haveRequestBody bool, res *http.Response, body []byte) {
 	ctx := context.Background()
 	options := &openapi3filter.Options{
-		// The service ignores output-only fields in a body (the README says so); the document marks
+		// The service ignores output-only fields in a body (docs/API.md says so); the document marks
 		// them readOnly, which a strict reading forbids in requests.
 		ExcludeReadOnlyValidations: true,
 		ExcludeRequestBody:         !haveRequestBody,

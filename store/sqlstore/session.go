@@ -42,7 +42,7 @@ const (
 // that runs or waits for a lock too long, and to find a silent peer in seconds, on the server (session parameters sent at connection, unless the URL
 // sets them itself) and in this process (the dialer's keepalives). pooled says that the
 // connection goes through a pooler, which refuses session parameters it does not know: the pooler
-// then needs the same limits in its own settings (the README's "Through a pooler").
+// then needs the same limits in its own settings (docs/POSTGRESQL.md#through-a-pooler).
 func setSessionLimits(config *pgx.ConnConfig, pooled bool) {
 	dialer := &net.Dialer{
 		Timeout: config.ConnectTimeout,

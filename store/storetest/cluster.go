@@ -68,7 +68,7 @@ func StartCluster(t testing.TB) *Cluster {
 	}
 	p := c.Primary
 	mustRun(t, run("initdb", "-D", p.dir, "-U", "postgres", "--auth=trust", "--no-sync", "--encoding=UTF8", "--locale=C.UTF-8"))
-	// The settings that the README's operator's guide gives a primary.
+	// The settings that docs/POSTGRESQL.md#settings-on-postgresql gives a primary.
 	appendConfig(t, p.dir, "postgresql.conf", p.Port, root,
 		"wal_level = replica",
 		"max_wal_senders = 10",

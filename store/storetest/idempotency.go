@@ -1,4 +1,4 @@
-// Conformance cases for idempotency records (the README's "Safe retries and concurrent edits").
+// Conformance cases for idempotency records (docs/API.md#safe-retries-and-concurrent-edits).
 package storetest
 
 import (

@@ -1,4 +1,4 @@
-// Conformance cases for lists at scale (README, "Lists at scale"): the name search and keyset paging.
+// Conformance cases for lists at scale (docs/API.md#lists-at-scale): the name search and keyset paging.
 package storetest
 
 import (
@@ -145,7 +145,7 @@ func sortKeys(expr string) []store.SortKey {
 	return keys
 }
 
-// ExpectedList is what q must list of users, computed here from the README's rules (the model that
+// ExpectedList is what q must list of users, computed here from the rules of docs/API.md#lists-at-scale (the model that
 // the conformance suite and the collection-query fuzzer hold the backends to): exact role,
 // case-insensitive name prefix, the sort keys in turn with names and roles compared byte-wise, and
 // ties by id ascending.

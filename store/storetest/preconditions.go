@@ -1,4 +1,4 @@
-// Conformance cases for conditional writes (etags; the README's "Safe retries and concurrent edits").
+// Conformance cases for conditional writes (etags; docs/API.md#safe-retries-and-concurrent-edits).
 package storetest
 
 import (

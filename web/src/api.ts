@@ -37,7 +37,7 @@ const tokenStorage = "usersd.consistencyToken";
 /**
  * Read your writes: every write answers a Consistency-Token, and every read sends back the token of
  * this tab's last write, so that a read served by a read standby still shows what this person just
- * changed (README, "Read replicas"). The token is opaque: it is kept as it came.
+ * changed (docs/POSTGRESQL.md#read-replicas). The token is opaque: it is kept as it came.
  */
 const readYourWrites: Interceptor = (next) => async (req) => {
   const reads = req.method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS;

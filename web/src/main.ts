@@ -9,7 +9,7 @@ import { UserEvent_Kind, type User, type UserEvent } from "./gen/users/v1/users_
 
 type SortField = "id" | "name" | "role" | "createdAt";
 
-/** What the list shows: the collection query (the README's "The routes"). */
+/** What the list shows: the collection query (docs/API.md#the-routes). */
 const query = { role: "", namePrefix: "", sort: "id" as SortField, descending: false, page: 1, limit: 10 };
 const sortFields: SortField[] = ["id", "name", "role", "createdAt"];
 const pageSizes = [5, 10, 20, 50, 100];

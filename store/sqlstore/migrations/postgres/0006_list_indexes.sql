@@ -1,4 +1,4 @@
--- An index for every list the API allows (README, "Lists at scale"), so that a page costs the same at ten
+-- An index for every list the API allows (docs/API.md#lists-at-scale), so that a page costs the same at ten
 -- million users as at a thousand: each sort attribute in both directions, alone and after the role
 -- filter, always ending in id, the tie-break, ascending. A descending sort needs its own index
 -- because its ties still break by id ascending, which a backward scan of (x, id) would reverse.

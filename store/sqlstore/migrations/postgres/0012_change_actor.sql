@@ -1,4 +1,4 @@
--- Who made each change (README, "Access"): the name of the API key, or the subject of the bearer
+-- Who made each change (docs/ACCESS.md#who-changed-it): the name of the API key, or the subject of the bearer
 -- token, that the write was made with. A user's row keeps who changed it last, which every write
 -- sets in the same statement, and the change log's trigger copies it; a delete first sets it to who
 -- deletes, in the delete's transaction (an update that leaves the version alone logs nothing, see

@@ -1,4 +1,4 @@
--- The answers of idempotent requests (README: "Safe retries and concurrent edits"), keyed by the caller (a digest of the API
+-- The answers of idempotent requests (docs/API.md#safe-retries-and-concurrent-edits), keyed by the caller (a digest of the API
 -- key) and the key the caller chose. status and response are NULL while the request runs.
 CREATE TABLE idempotency_keys (
     caller       TEXT    NOT NULL,

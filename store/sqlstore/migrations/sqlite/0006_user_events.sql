@@ -1,4 +1,4 @@
--- The change log of users (README, "Watching users"): one row for every create, update and delete,
+-- The change log of users (docs/API.md#watching-users): one row for every create, update and delete,
 -- written by a trigger in the write's own transaction, so that the log holds a change exactly when
 -- the database does. SQLite has one writer at a time, so sequences are taken and committed in the
 -- same order: a reader that has read up to a sequence has read everything before it.

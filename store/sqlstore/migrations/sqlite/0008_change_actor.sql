@@ -1,4 +1,4 @@
--- Who made each change (README, "Access"): the name of the API key, or the subject of the bearer
+-- Who made each change (docs/ACCESS.md#who-changed-it): the name of the API key, or the subject of the bearer
 -- token, that the write was made with. A user's row keeps who changed it last, which every write
 -- sets in the same statement, and the change log's triggers copy it; a delete first sets it to who
 -- deletes, in the delete's transaction. The triggers are 0006's and 0007's with the actor added.
