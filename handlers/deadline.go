@@ -34,10 +34,6 @@ type timedContext struct {
 	cancel context.CancelFunc
 }
 
-func newLazyDeadline(parent context.Context, deadline time.Time) *lazyDeadline {
-	return &lazyDeadline{Context: parent, deadline: deadline}
-}
-
 // lazyDeadlineKey finds the request's lazyDeadline among the values of a context derived from it.
 type lazyDeadlineKey struct{}
 

@@ -182,3 +182,9 @@ func TestWithoutDeadlineKeepsTheValuesAndTheRequestsCancellation(t *testing.T) {
 		t.Fatal("a context without a request deadline was changed")
 	}
 }
+
+// newLazyDeadline returns a deadline of parent outside a request, as withRequestContext makes one
+// inside the request's info.
+func newLazyDeadline(parent context.Context, deadline time.Time) *lazyDeadline {
+	return &lazyDeadline{Context: parent, deadline: deadline}
+}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
-	"usersd/openapi"
+	"usersd/internal/apitest"
 	"usersd/web"
 )
 
@@ -15,7 +15,7 @@ import (
 // that is not an RPC or a file of the page is an operation of the document, and every operation
 // of the document is a route. (The end-to-end tests in cmd/usersd check the answers.)
 func TestTheDocumentHasEveryRESTRoute(t *testing.T) {
-	doc, err := openapi3.NewLoader().LoadFromData(openapi.Document())
+	doc, err := openapi3.NewLoader().LoadFromData(apitest.OpenAPIDocument())
 	if err != nil {
 		t.Fatal(err)
 	}

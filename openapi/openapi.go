@@ -16,12 +16,3 @@ var files embed.FS
 
 // FS holds openapi.json, to be served at the URL root.
 var FS fs.FS = files
-
-// Document is the OpenAPI document, as served.
-func Document() []byte {
-	b, err := files.ReadFile("openapi.json")
-	if err != nil {
-		panic("openapi.json is embedded above, so reading it cannot fail: " + err.Error())
-	}
-	return b
-}

@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"context"
+	"io/fs"
 	"slices"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 
 func load(t *testing.T) *openapi3.T {
 	t.Helper()
-	doc, err := openapi3.NewLoader().LoadFromData(Document())
+	doc, err := openapi3.NewLoader().LoadFromData(mustRead(t, "openapi.json"))
 	if err != nil {
 		t.Fatalf("openapi.json does not load: %v", err)
 	}
@@ -104,4 +105,12 @@ func jsonType(t *testing.T, f protoreflect.FieldDescriptor) (typ, format string)
 	}
 	t.Fatalf("field %s: kind %s has no JSON form here yet; describe it in openapi.json and in this test", f.FullName(), f.Kind())
 	return "", ""
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	b, err := fs.ReadFile(FS, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -104,11 +104,6 @@ type UserCursor struct {
 	CreatedAt time.Time
 }
 
-// CursorAfter returns the position right after u.
-func CursorAfter(u User) *UserCursor {
-	return &UserCursor{ID: u.ID, Name: u.Name, Role: u.Role, CreatedAt: u.CreatedAt}
-}
-
 // PostQuery selects one page of a user's posts, by id ascending.
 type PostQuery struct {
 	// AfterID, when positive, starts the page after the post with that id (keyset paging); Offset

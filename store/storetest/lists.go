@@ -123,7 +123,7 @@ func testKeysetWalksEveryOrder(t *testing.T, s store.Store, clock *Clock) {
 						if len(page.Items) != limit {
 							t.Fatalf("limit %d, page %d: %d items but more follow", limit, pages+1, len(page.Items))
 						}
-						q.After = store.CursorAfter(page.Items[len(page.Items)-1])
+						q.After = cursorAfter(page.Items[len(page.Items)-1])
 					}
 					if !slices.Equal(ids(walked), ids(want)) {
 						t.Fatalf("limit %d: walked %v, want %v", limit, describe(walked), describe(want))
@@ -199,7 +199,7 @@ func testKeysetAfterWrites(t *testing.T, s store.Store) {
 	}
 	bb := mustCreate(t, s, "bb", "")
 	mustCreate(t, s, "aa", "")
-	next := mustList(t, s, store.UserQuery{Sort: byName, Limit: 2, After: store.CursorAfter(first.Items[1])})
+	next := mustList(t, s, store.UserQuery{Sort: byName, Limit: 2, After: cursorAfter(first.Items[1])})
 	if want := []int32{bb.ID, users[2].ID}; !slices.Equal(ids(next.Items), want) || !next.More || next.Total != 6 {
 		t.Fatalf("page after the deleted cursor: %v, total %d, more %v; want bb and c, total 6, more", describe(next.Items), next.Total, next.More)
 	}
@@ -241,4 +241,9 @@ func testPostsKeyset(t *testing.T, s store.Store) {
 	if !slices.Equal(walked, want) {
 		t.Fatalf("walked posts %v, want %v", walked, want)
 	}
+}
+
+// cursorAfter returns the position right after u.
+func cursorAfter(u store.User) *store.UserCursor {
+	return &store.UserCursor{ID: u.ID, Name: u.Name, Role: u.Role, CreatedAt: u.CreatedAt}
 }
