@@ -115,16 +115,25 @@ func (b *answerBudget) refused() error {
 		"the server holds as many answers for slow clients as its memory allows; retry shortly")
 }
 
+// answerHold is what one request's answer holds of the service's answer budget, from the moment a
+// list is admitted or a read's answer is counted until the request ends. It lives in the request's
+// info, and only the functions of this file read or change it.
+type answerHold struct {
+	budget *answerBudget // nil counts nothing
+	held   int64
+}
+
 // admitList gives a list its ticket of the budget before it does any work, or refuses it.
 func admitList(ctx context.Context) error {
 	info := infoOf(ctx)
-	if info == nil || info.budget == nil {
+	if info == nil || info.answer.budget == nil {
 		return nil
 	}
-	if !info.budget.wait(ctx, listTicketBytes) {
-		return info.budget.refused()
+	hold := &info.answer
+	if !hold.budget.wait(ctx, listTicketBytes) {
+		return hold.budget.refused()
 	}
-	info.answerHeld += listTicketBytes
+	hold.held += listTicketBytes
 	return nil
 }
 
@@ -134,29 +143,30 @@ func admitList(ctx context.Context) error {
 // and its client must learn so.
 func holdAnswer(ctx context.Context, n int, read bool) error {
 	info := infoOf(ctx)
-	if info == nil || info.budget == nil || !read {
+	if info == nil || info.answer.budget == nil || !read {
 		return nil
 	}
+	hold := &info.answer
 	size := int64(n)
 	if size < smallAnswerBytes {
 		size = 0
 	}
-	switch held := info.answerHeld; {
+	switch held := hold.held; {
 	case size <= held:
-		info.budget.give(held - size)
-	case !info.budget.take(size - held):
-		return info.budget.refused() // what it held is given back as the request ends
+		hold.budget.give(held - size)
+	case !hold.budget.take(size - held):
+		return hold.budget.refused() // what it held is given back as the request ends
 	}
-	info.answerHeld = size
+	hold.held = size
 	return nil
 }
 
-// releaseAnswer gives back what the request's answer held; withRequestContext calls it once the
+// release gives back what the request's answer held; withRequestContext calls it once the
 // handler has returned, when the answer has been written or its client has gone.
-func (info *requestInfo) releaseAnswer() {
-	if info.answerHeld > 0 {
-		info.budget.give(info.answerHeld)
-		info.answerHeld = 0
+func (h *answerHold) release() {
+	if h.held > 0 {
+		h.budget.give(h.held)
+		h.held = 0
 	}
 }
 

@@ -29,8 +29,8 @@ import (
 // kept to be logged beside it.
 func withRequestContext(timeout time.Duration, trustHeader bool, budget *answerBudget, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		info := &requestInfo{budget: budget, start: time.Now()}
-		defer info.releaseAnswer()
+		info := &requestInfo{answer: answerHold{budget: budget}, start: time.Now()}
+		defer info.answer.release()
 		if sent := headerValue(r.Header, "X-Request-Id"); isSafeRequestID(sent) {
 			if trustHeader {
 				info.id = sent

@@ -4,7 +4,6 @@ package handlers
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -13,34 +12,38 @@ import (
 
 type requestInfoKey struct{}
 
-// requestInfo is what is known of a request beyond the request itself. withRequestContext puts it in
-// the request's context, with the request's ids. Two fields are learnt below, each written in one
-// place: the route table sets route as it serves a request, and recordRPCCode the code an RPC ended
-// with. withObservation reads them once the answer is done, so that the request's metrics and span
-// name the route and the code, never a raw path.
+// requestInfo is what is known of a request beyond the request itself. withRequestContext puts it
+// in the request's context; each field has one writer, and the observer (withObservation) reads
+// them once the answer is done, so that the request's metrics, span and access log line name its
+// route, code and caller, never a raw path.
 type requestInfo struct {
-	// id is the request's id; client is the X-Request-Id that the client sent, unless that was
-	// taken as the id (empty if none, or not a sane one).
+	// id is the request's id, and client the X-Request-Id that the client sent unless that was
+	// taken as the id (empty if none, or not a sane one). Written by withRequestContext.
 	id, client string
-	// deadline is the request's context when it has a deadline (withRequestContext).
-	deadline lazyDeadline
-	// idHeader is the X-Request-Id header's value, id, held here to save an allocation.
+	// idHeader is the X-Request-Id header's value, id, held here to save an allocation. Written by
+	// withRequestContext.
 	idHeader [1]string
 	// start is when the request began to be served: its deadline counts from it, its duration
 	// is measured from it, and its credential is checked at it (one clock read for all three).
+	// Written by withRequestContext.
 	start time.Time
-	// route is the route that served the request; nil when no route did.
+	// deadline is the request's context when it has a deadline. Written by withRequestContext.
+	deadline lazyDeadline
+	// route is the route that served the request; nil when no route did. Written by the route
+	// table as the route begins to serve (routeTable.add).
 	route *routeStats
-	// rpcCode is the code an RPC ended with, when hasRPCCode says that one was recorded.
+	// rpcCode is the code an RPC ended with, when hasRPCCode says that one was recorded. Written by
+	// recordRPCCode: for what a method returns (the code interceptor) or what was refused before a
+	// method ran (the error writer).
 	rpcCode    connect.Code
 	hasRPCCode bool
-	// budget is the service's answer memory budget, and answerHeld what this request's answer
-	// holds of it until the request ends (see holdAnswer).
-	budget     *answerBudget
-	answerHeld int64
-	// caller names who made the request (a key's name), set by the credential check; empty for an
-	// anonymous one.
+	// caller is the name of the caller that the credential check put in the request's users
+	// context (users.WithCaller), for the access log and the span; empty for an anonymous request.
+	// Written by authorizer.require.
 	caller string
+	// answer is what the request's answer holds of the answer budget. Read and written only by
+	// the answer budget's functions (answer_budget.go).
+	answer answerHold
 }
 
 // infoOf returns the request's info, or nil outside a request.
@@ -72,27 +75,6 @@ func recordRPCCode(ctx context.Context, code connect.Code) {
 	if info := infoOf(ctx); info != nil {
 		info.rpcCode, info.hasRPCCode = code, true
 	}
-}
-
-// logWithRequestIDs makes every line logged with a request's context carry the request's id, so
-// that no caller has to add it (the service's own lines included).
-func logWithRequestIDs(h slog.Handler) slog.Handler { return requestIDLogHandler{h} }
-
-type requestIDLogHandler struct{ slog.Handler }
-
-func (h requestIDLogHandler) Handle(ctx context.Context, record slog.Record) error {
-	if id := requestID(ctx); id != "" {
-		record.AddAttrs(slog.String("request_id", id))
-	}
-	return h.Handler.Handle(ctx, record)
-}
-
-func (h requestIDLogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return requestIDLogHandler{h.Handler.WithAttrs(attrs)}
-}
-
-func (h requestIDLogHandler) WithGroup(name string) slog.Handler {
-	return requestIDLogHandler{h.Handler.WithGroup(name)}
 }
 
 // headerValue is h.Get(key) for a key already in canonical form (a constant of this package):
