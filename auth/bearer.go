@@ -113,7 +113,8 @@ type errTokenInvalid struct{ why string }
 
 func (e errTokenInvalid) Error() string { return "the bearer token is not valid: " + e.why }
 
-// verify returns what token says, if it is valid now: the rules of docs/ACCESS.md#bearer-tokens.
+// verify returns what token says, if it is valid now, by the rules of
+// docs/ACCESS.md#bearer-tokens-from-an-identity-provider.
 func (v *Bearer) verify(ctx context.Context, token string, now time.Time) (verifiedToken, error) {
 	if len(token) > maxBearerBytes {
 		return verifiedToken{}, errTokenInvalid{fmt.Sprintf("it is over %d bytes", maxBearerBytes)}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -183,4 +184,45 @@ func headingSlug(heading string) string {
 		}
 	}
 	return b.String()
+}
+
+// docsCitation is a guide, and maybe one of its headings, as code, SQL, the proto and the OpenAPI
+// document cite it: docs/API.md#lists-at-scale.
+var docsCitation = regexp.MustCompile(`docs/([A-Z][A-Z-]*\.md)(#[a-z0-9_-]+)?`)
+
+// TestCitedGuidesResolve checks every guide that the repository's own files cite by path, in
+// comments and messages: the guide exists, and so does the heading its #fragment names. A comment
+// says why by pointing at a rule; the rule must still be where it points.
+func TestCitedGuidesResolve(t *testing.T) {
+	out, err := exec.Command("git", "-C", "../..", "ls-files", "*.go", "*.sql", "*.proto", "*.ts", "*.json", "Dockerfile", ".ci/*").Output()
+	if err != nil {
+		missingTool(t, "USERS_REQUIRE_GIT", fmt.Sprintf("git ls-files: %v (the test lists the tracked files with git)", err))
+	}
+	cited := 0
+	for _, name := range strings.Fields(string(out)) {
+		if strings.HasPrefix(name, "web/public/") || strings.HasSuffix(name, "package-lock.json") {
+			continue // built or locked, not written
+		}
+		text, err := os.ReadFile(filepath.Join("../..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range docsCitation.FindAllStringSubmatchIndex(string(text), -1) {
+			cited++
+			line := strings.Count(string(text[:m[0]]), "\n") + 1
+			guide := filepath.Join("../../docs", string(text[m[2]:m[3]]))
+			body, err := os.ReadFile(guide)
+			if err != nil {
+				t.Errorf("%s line %d cites %s, which does not exist", name, line, text[m[0]:m[1]])
+				continue
+			}
+			if m[4] >= 0 && !markdownAnchors(string(body))[string(text[m[4]+1:m[5]])] {
+				t.Errorf("%s line %d cites %s: the guide has no such heading", name, line, text[m[0]:m[1]])
+			}
+		}
+	}
+	if cited == 0 {
+		t.Fatal("no file cites a guide: the pattern is broken, or the files moved")
+	}
+	t.Logf("%d citations of guides checked", cited)
 }

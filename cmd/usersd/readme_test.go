@@ -146,7 +146,7 @@ func docsRunOrder(root string) ([]string, error) {
 
 // readmeBlock is a fenced ```sh block of the README or of a guide.
 type readmeBlock struct {
-	file string // relative to the repository, README.md or docs/NAME.md
+	file string // relative to the repository: README.md, or a guide in docs/
 	line int    // of its opening fence
 	mode string // "", "serve", "stop", "expect-errors" or "norun"
 	text string
