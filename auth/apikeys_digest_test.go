@@ -107,7 +107,9 @@ func testKeys(keys ...string) *APIKeys {
 	k := &APIKeys{}
 	for _, key := range keys {
 		if key != "" {
-			k.Add(NewAPIKey(key))
+			if err := k.Add(NewAPIKey(key)); err != nil {
+				panic(err)
+			}
 		}
 	}
 	return k

@@ -50,9 +50,9 @@ const (
 	verifiedCacheBytes = 16 << 20
 )
 
-// Bearer verifies bearer tokens against the issuer's keys, which KeepKeys fetches in the
+// bearerVerifier verifies bearer tokens against the issuer's keys, which keepKeys fetches in the
 // background from the start, so that the service starts while the issuer is down.
-type Bearer struct {
+type bearerVerifier struct {
 	config BearerConfig
 	logger *slog.Logger
 	client *http.Client // fetches the discovery document and the keys
@@ -92,9 +92,9 @@ func (c BearerConfig) Check() error {
 	return nil
 }
 
-// NewBearer returns the verifier of config's tokens, or why config cannot be right. It accepts
-// no token until the issuer's keys are fetched: KeepKeys fetches them, and must run.
-func NewBearer(config BearerConfig, logger *slog.Logger) (*Bearer, error) {
+// newBearerVerifier returns the verifier of config's tokens, or why config cannot be right. It accepts
+// no token until the issuer's keys are fetched: keepKeys fetches them, and must run.
+func newBearerVerifier(config BearerConfig, logger *slog.Logger) (*bearerVerifier, error) {
 	if err := config.Check(); err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func NewBearer(config BearerConfig, logger *slog.Logger) (*Bearer, error) {
 	if config.RefreshEvery == 0 {
 		config.RefreshEvery = 15 * time.Minute
 	}
-	return &Bearer{config: config, logger: logger, client: newIssuerClient(), verified: map[string]verifiedToken{}}, nil
+	return &bearerVerifier{config: config, logger: logger, client: newIssuerClient(), verified: map[string]verifiedToken{}}, nil
 }
 
 // errTokenInvalid is the refusal of a token: its message is the client's, and says no more than
@@ -115,7 +115,7 @@ func (e errTokenInvalid) Error() string { return "the bearer token is not valid:
 
 // verify returns what token says, if it is valid now, by the rules of
 // docs/ACCESS.md#bearer-tokens-from-an-identity-provider.
-func (v *Bearer) verify(ctx context.Context, token string, now time.Time) (verifiedToken, error) {
+func (v *bearerVerifier) verify(ctx context.Context, token string, now time.Time) (verifiedToken, error) {
 	if len(token) > maxBearerBytes {
 		return verifiedToken{}, errTokenInvalid{fmt.Sprintf("it is over %d bytes", maxBearerBytes)}
 	}
@@ -181,7 +181,7 @@ func (v *Bearer) verify(ctx context.Context, token string, now time.Time) (verif
 // remember keeps a verified token until the cache is full, when it starts again empty: tokens get
 // in only verified, so a flood of bad ones cannot push good ones out. A token verified with keys
 // that a fetch has since replaced is not kept: its key may have been withdrawn.
-func (v *Bearer) remember(token string, t verifiedToken, generation int) {
+func (v *bearerVerifier) remember(token string, t verifiedToken, generation int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if generation != v.generation {

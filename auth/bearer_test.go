@@ -14,11 +14,11 @@ import (
 // the signature and the claims, by algorithm (the cache is emptied before each).
 func BenchmarkBearerVerifyUnseen(b *testing.B) {
 	iss := oidctest.Start(b)
-	v, err := NewBearer(BearerConfig{Issuer: iss.URL, Audience: "usersd-test"}, slog.New(slog.DiscardHandler))
+	v, err := newBearerVerifier(BearerConfig{Issuer: iss.URL, Audience: "usersd-test"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
-	go v.KeepKeys(b.Context())
+	go v.keepKeys(b.Context())
 	for !v.loaded() {
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -34,8 +34,8 @@ type GateConfig struct {
 type Gate struct {
 	keys         *APIKeys
 	privateReads bool
-	limiter      *Limiter // nil limits nothing
-	bearer       *Bearer  // nil refuses bearer tokens
+	limiter      *Limiter        // nil limits nothing
+	bearer       *bearerVerifier // nil refuses bearer tokens
 }
 
 // NewGate returns the gate of config, or why config cannot be right. With an issuer, KeepKeys must
@@ -45,9 +45,9 @@ func NewGate(config GateConfig) (*Gate, error) {
 		return nil, errors.New("at least one API key is needed: there is never an unauthenticated write path")
 	}
 	g := &Gate{keys: config.Keys, privateReads: config.PrivateReads,
-		limiter: NewLimiter(config.RateLimit, config.RateBurst, MaxRateCallers)}
+		limiter: newLimiter(config.RateLimit, config.RateBurst, maxRateCallers)}
 	if config.Bearer != nil {
-		bearer, err := NewBearer(*config.Bearer, config.Logger)
+		bearer, err := newBearerVerifier(*config.Bearer, config.Logger)
 		if err != nil {
 			return nil, fmt.Errorf("bearer tokens: %w", err)
 		}
@@ -60,7 +60,7 @@ func NewGate(config GateConfig) (*Gate, error) {
 // issuer it returns at once.
 func (g *Gate) KeepKeys(ctx context.Context) {
 	if g.bearer != nil {
-		g.bearer.KeepKeys(ctx)
+		g.bearer.keepKeys(ctx)
 	}
 }
 

@@ -65,9 +65,9 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// KeepKeys fetches the keys until it has them, retrying with a growing wait, then fetches them
+// keepKeys fetches the keys until it has them, retrying with a growing wait, then fetches them
 // again every RefreshEvery. A failed refresh keeps the keys already fetched.
-func (v *Bearer) KeepKeys(ctx context.Context) {
+func (v *bearerVerifier) keepKeys(ctx context.Context) {
 	wait := time.Second
 	for {
 		err := v.fetch(ctx, false)
@@ -92,7 +92,7 @@ func (v *Bearer) KeepKeys(ctx context.Context) {
 	}
 }
 
-func (v *Bearer) loaded() bool {
+func (v *bearerVerifier) loaded() bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.keys != nil
@@ -102,7 +102,7 @@ func (v *Bearer) loaded() bool {
 // With onlyIfDue, it fetches only if the last fetch began RefetchEvery ago or more, and otherwise
 // returns at once. The fetch itself is not the caller's: it runs on its own, for up to 10 s, so
 // that a client that leaves cannot cancel it for everyone waiting.
-func (v *Bearer) fetch(ctx context.Context, onlyIfDue bool) error {
+func (v *bearerVerifier) fetch(ctx context.Context, onlyIfDue bool) error {
 	v.mu.Lock()
 	f := v.fetching
 	if f == nil {
@@ -124,7 +124,7 @@ func (v *Bearer) fetch(ctx context.Context, onlyIfDue bool) error {
 }
 
 // run downloads the keys for f and, if that works, makes them the keys.
-func (v *Bearer) run(f *keyFetch) {
+func (v *bearerVerifier) run(f *keyFetch) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	keys, err := v.download(ctx)
@@ -141,7 +141,7 @@ func (v *Bearer) run(f *keyFetch) {
 }
 
 // download reads the discovery document and the key set it names.
-func (v *Bearer) download(ctx context.Context) (*jose.JSONWebKeySet, error) {
+func (v *bearerVerifier) download(ctx context.Context) (*jose.JSONWebKeySet, error) {
 	var discovery struct {
 		Issuer  string `json:"issuer"`
 		JWKSURI string `json:"jwks_uri"`
@@ -173,7 +173,7 @@ func (v *Bearer) download(ctx context.Context) (*jose.JSONWebKeySet, error) {
 	return &keys, nil
 }
 
-func (v *Bearer) getJSON(ctx context.Context, target string, into any) error {
+func (v *bearerVerifier) getJSON(ctx context.Context, target string, into any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return err
@@ -199,7 +199,7 @@ func (v *Bearer) getJSON(ctx context.Context, target string, into any) error {
 
 // refetchForUnknownKey fetches the keys again if the last fetch began RefetchEvery ago or more,
 // and returns the keys then current and their generation.
-func (v *Bearer) refetchForUnknownKey(ctx context.Context) (*jose.JSONWebKeySet, int) {
+func (v *bearerVerifier) refetchForUnknownKey(ctx context.Context) (*jose.JSONWebKeySet, int) {
 	if err := v.fetch(ctx, true); err != nil {
 		v.logger.Warn("the token issuer's keys could not be fetched for a token of an unknown key", "issuer", v.config.Issuer, "error", err)
 	}

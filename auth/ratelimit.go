@@ -16,8 +16,8 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// MaxRateCallers bounds the callers whose buckets a service keeps (see Limiter).
-const MaxRateCallers = 100_000
+// maxRateCallers bounds the callers whose buckets a service keeps (see Limiter).
+const maxRateCallers = 100_000
 
 // rateShards splits the buckets, so that callers on different cores seldom wait for one lock.
 const rateShards = 64
@@ -53,10 +53,10 @@ type rateBucket struct {
 	lastUsed time.Time
 }
 
-// NewLimiter returns a limiter of perSecond requests a second per caller, with bursts of burst
+// newLimiter returns a limiter of perSecond requests a second per caller, with bursts of burst
 // (0: twice perSecond, at least 1), keeping the buckets of about maxCallers callers; nil if
 // perSecond is 0 (no limit).
-func NewLimiter(perSecond float64, burst, maxCallers int) *Limiter {
+func newLimiter(perSecond float64, burst, maxCallers int) *Limiter {
 	if perSecond <= 0 {
 		return nil
 	}

@@ -11,7 +11,7 @@ import (
 // addresses) leave at most about the bound of buckets; and 100,000 callers, the default bound,
 // hold at most 32 MiB of heap.
 func TestTheRateLimiterKeepsABoundedNumberOfCallers(t *testing.T) {
-	l := NewLimiter(10, 20, 1000)
+	l := newLimiter(10, 20, 1000)
 	now := time.Now()
 	for i := range 1_000_000 {
 		l.take("address 10."+strconv.Itoa(i>>16)+"."+strconv.Itoa(i>>8&255)+"."+strconv.Itoa(i&255), now)
@@ -23,8 +23,8 @@ func TestTheRateLimiterKeepsABoundedNumberOfCallers(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	l = NewLimiter(10, 20, MaxRateCallers)
-	for i := range MaxRateCallers {
+	l = newLimiter(10, 20, maxRateCallers)
+	for i := range maxRateCallers {
 		l.take("address 2001:db8:"+strconv.FormatInt(int64(i), 16)+"::/64", now)
 	}
 	runtime.GC()

@@ -117,7 +117,8 @@ func (b *answerBudget) refused() error {
 
 // answerHold is what one request's answer holds of the service's answer budget, from the moment a
 // list is admitted or a read's answer is counted until the request ends. It lives in the request's
-// info, and only the functions of this file read or change it.
+// info, which withRequestContext makes with the service's budget; only the functions of this file
+// read or change it after that.
 type answerHold struct {
 	budget *answerBudget // nil counts nothing
 	held   int64

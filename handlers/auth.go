@@ -22,12 +22,19 @@ const APIKeyHeader = "x-api-key"
 // no canonicalisation (and no allocation) on every request.
 var apiKeyHeaderKey = http.CanonicalHeaderKey(APIKeyHeader)
 
-// refusal reasons, as usersd_refused_requests_total labels them, by the gate's verdict.
-var refusalReasons = [...]string{
-	auth.NoCredential:  "no_credential",
-	auth.BadCredential: "bad_credential",
-	auth.MissingScope:  "scope",
-	auth.OverRate:      "rate",
+// refusalReason is a refusal's reason as usersd_refused_requests_total labels it.
+func refusalReason(v auth.Verdict) string {
+	switch v {
+	case auth.NoCredential:
+		return "no_credential"
+	case auth.BadCredential:
+		return "bad_credential"
+	case auth.MissingScope:
+		return "scope"
+	case auth.OverRate:
+		return "rate"
+	}
+	return "other"
 }
 
 // authorizer checks the credentials of the requests of the routes that need a scope.
@@ -82,7 +89,7 @@ func (a *authorizer) require(need auth.Scopes, publicRead bool, next http.Handle
 // refuse answers a refusal with its status and code, and counts it by reason; a refused API key is
 // also counted as the key's (usersd_refused_keys_total, which predates scopes).
 func (a *authorizer) refuse(w http.ResponseWriter, r *http.Request, d auth.Decision) {
-	a.metrics.refusedRequest(refusalReasons[d.Verdict])
+	a.metrics.refusedRequest(refusalReason(d.Verdict))
 	if d.KeyRefused != "" {
 		a.metrics.refusedKey("api_key", d.KeyRefused)
 	}

@@ -1,7 +1,7 @@
 // The call of a request (users.Call): what REST and RPC requests hand the service beside their
 // message, and the headers in which both answer what it gives back (the Consistency-Token of a
 // write, the Idempotent-Replayed mark). A REST adapter makes the call itself; rpcCalls does it for
-// every RPC of the users service.
+// the unary RPCs of the users service.
 package handlers
 
 import (
@@ -50,7 +50,7 @@ type rpcCalls struct{}
 
 func (rpcCalls) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		token := req.Header().Get(users.ConsistencyTokenHeader)
+		token := headerValue(req.Header(), users.ConsistencyTokenHeader)
 		if token == "" && req.Spec().IdempotencyLevel == connect.IdempotencyNoSideEffects {
 			return next(ctx, req)
 		}

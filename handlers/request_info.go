@@ -41,8 +41,8 @@ type requestInfo struct {
 	// context (users.WithCaller), for the access log and the span; empty for an anonymous request.
 	// Written by authorizer.require.
 	caller string
-	// answer is what the request's answer holds of the answer budget. Read and written only by
-	// the answer budget's functions (answer_budget.go).
+	// answer is what the request's answer holds of the answer budget. Set up, with the service's
+	// budget, by withRequestContext; read and changed only by the functions of answer_budget.go.
 	answer answerHold
 }
 

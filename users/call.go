@@ -1,6 +1,6 @@
 // A call of the service: what a face knows of a request beyond its message, and what the rules
 // tell the face back beyond the answer. Every face hands it over the same way (WithCall), so that
-// REST, SCIM and the RPC protocols reach each operation through its one method.
+// REST and the RPC protocols reach each operation through its one method.
 package users
 
 import "context"
