@@ -13,11 +13,12 @@ import (
 
 // TestABlackHoledReplicaDoesNotHoldTheOthersWrites runs two replicas on one PostgreSQL, the first
 // through a proxy, and black-holes the first's connections while it writes, until a transaction of
-// it is caught open on the server. The second replica's creates must succeed within 10 s, and the
-// server must end the open transaction within seconds. Before the change log's row was written at
+// it is caught open on the server. The second replica's creates must succeed, and the server must
+// end the open transaction (its idle timeout is 5 s). Before the change log's row was written at
 // commit, such a transaction held the lock that orders the log, and with PostgreSQL's defaults
 // held every other replica's writes for as long as TCP took to give up on the silent peer: two
-// hours and more.
+// hours and more. The waits below are bounded by faultBound, far from those hours and far above
+// what a machine busy compiling something else adds to the seconds they take.
 func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 	dsn := storetest.PostgresSchema(t)
 	proxy := startFaultProxy(t, dsn)
@@ -45,7 +46,7 @@ func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 		proxy.restore()
 	}
 
-	deadline := faulted.Add(10 * time.Second)
+	deadline := faulted.Add(faultBound)
 	for n := 0; ; n++ {
 		status, err := postJSON(well.BaseURL+"/users", fmt.Sprintf(`{"name":"well %d"}`, n))
 		if err == nil && status == http.StatusCreated {
@@ -61,7 +62,7 @@ func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 	// Health tells a load balancer which replica to leave out: the sick one's turns 503 within its
 	// ping's 2 s, the well one's stays 200.
 	for healthStatus(sick.BaseURL) != http.StatusServiceUnavailable {
-		if time.Since(faulted) > 10*time.Second {
+		if time.Since(faulted) > faultBound {
 			t.Fatalf("the black-holed replica's /health is not 503 %v after the fault", time.Since(faulted))
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -72,7 +73,7 @@ func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 	}
 	// The server ends the sick replica's open transactions itself (its sessions' idle timeout).
 	for openTransactions(t, db) > 0 {
-		if time.Since(faulted) > 10*time.Second {
+		if time.Since(faulted) > faultBound {
 			t.Fatalf("%d transactions of the black-holed replica still open %v after the fault", openTransactions(t, db), time.Since(faulted))
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -84,7 +85,7 @@ func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 	proxy.restore()
 	healed := time.Now()
 	for healthStatus(sick.BaseURL) != http.StatusOK {
-		if time.Since(healed) > 10*time.Second {
+		if time.Since(healed) > faultBound {
 			t.Fatalf("the replica's /health is not 200 %v after its network healed", time.Since(healed))
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -96,13 +97,18 @@ func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 		if read == http.StatusOK && created == http.StatusCreated {
 			break
 		}
-		if time.Since(healed) > 20*time.Second {
+		if time.Since(healed) > faultBound {
 			t.Fatalf("the replica still answers a list %d and a create %d %v after its network healed", read, created, time.Since(healed))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("its reads and writes worked again %v after the network healed", time.Since(healed).Round(time.Millisecond))
 }
+
+// faultBound is how long TestABlackHoledReplicaDoesNotHoldTheOthersWrites waits for each thing
+// that must follow the fault, or the healing, in seconds (the ping's 2 s, the server's 5 s idle
+// timeout, a new connection): a hang detector, not a measure of speed.
+const faultBound = 30 * time.Second
 
 // openTransactions counts the sessions of the test's database that are idle inside a transaction:
 // writers whose client stopped answering between two statements.
@@ -135,11 +141,18 @@ func getStatus(url string) int {
 // it writes, as a long pause of the runtime or the host would, and creates on another replica
 // meanwhile: every create must succeed, none waiting on the frozen one. Before the change log's
 // lock was taken at commit, a replica frozen inside a write held every other replica's writes
-// for as long as it stayed frozen.
+// for as long as it stayed frozen: until the server ended its transaction, idle for 5 s.
+//
+// That no create waits on the frozen replica is read from the server, not from a clock: the well
+// replica's sessions (known by their application_name) are sampled throughout the freeze, and none
+// may be waiting for a lock. (The slowest create was once held under 2 s instead, which a machine
+// busy compiling something else could break without any wait on a lock.)
 func TestAFrozenReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 	dsn := storetest.PostgresSchema(t)
+	const wellName = "usersd-well-replica" // no spaces: the URL would carry them as +
 	frozenCmd, frozen, _ := startProcess(t, dsn)
-	_, well, _ := startProcess(t, dsn)
+	_, well, _ := startProcess(t, storetest.WithURLParam(t, dsn, "application_name", wellName))
+	db := storetest.OpenPostgres(t, dsn)
 	stopWriters := writeUntilStopped(frozen.BaseURL, "frozen", 8)
 	time.Sleep(500 * time.Millisecond)
 	if err := frozenCmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -154,20 +167,79 @@ func TestAFrozenReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 	}
 	defer func() { thaw(); stopWriters() }()
 
+	// The well replica's sessions that wait for a lock, sampled until the freeze ends. Every lock
+	// usersd takes is held for a commit at most, so a wait of a sample's length is one on a
+	// transaction that cannot commit: the frozen replica's.
+	sampling := make(chan struct{})
+	sampled := make(chan lockWaits, 1)
+	go func() { sampled <- sampleLockWaits(db, wellName, sampling) }()
+
 	frozenAt := time.Now()
+	var creates int
 	var slowest time.Duration
-	for n := 0; time.Since(frozenAt) < 8*time.Second; n++ {
+	for ; time.Since(frozenAt) < 8*time.Second; creates++ {
 		start := time.Now()
-		status, err := postJSON(well.BaseURL+"/users", fmt.Sprintf(`{"name":"well %d"}`, n))
+		status, err := postJSON(well.BaseURL+"/users", fmt.Sprintf(`{"name":"well %d"}`, creates))
 		slowest = max(slowest, time.Since(start))
 		if err != nil || status != http.StatusCreated {
-			t.Fatalf("a create on the well replica %v after the other froze: %d %v", time.Since(frozenAt).Round(time.Millisecond), status, err)
+			close(sampling)
+			t.Fatalf("a create on the well replica %v after the other froze: %d %v (%s)", time.Since(frozenAt).Round(time.Millisecond), status, err, <-sampled)
 		}
 	}
+	close(sampling)
+	waits := <-sampled
 	thaw()
-	// Well under the 5 s that a transaction idle on the server may last before the server ends it.
-	if slowest > 2*time.Second {
-		t.Fatalf("the slowest create on the well replica while the other was frozen took %v", slowest)
+	t.Logf("%d creates on the well replica while the other was frozen, the slowest %v; %s",
+		creates, slowest.Round(time.Millisecond), waits)
+	if waits.err != nil {
+		t.Fatal(waits.err)
 	}
-	t.Logf("the slowest create on the well replica while the other was frozen took %v", slowest.Round(time.Millisecond))
+	if waits.waiting > 0 {
+		t.Fatalf("the well replica's writes waited on the frozen one's locks: %s", waits)
+	}
+	if waits.samples < 10 {
+		t.Fatalf("the well replica's sessions were sampled only %d times during the freeze: too few to tell", waits.samples)
+	}
+}
+
+// lockWaits is what sampleLockWaits found.
+type lockWaits struct {
+	samples int    // how many times the sessions were read
+	waiting int    // in how many of those a session waited for a lock
+	first   string // the first such wait: its wait event and statement
+	err     error
+}
+
+func (w lockWaits) String() string {
+	if w.waiting == 0 {
+		return fmt.Sprintf("no session waited for a lock in %d samples", w.samples)
+	}
+	return fmt.Sprintf("a session waited for a lock in %d of %d samples, the first: %s", w.waiting, w.samples, w.first)
+}
+
+// sampleLockWaits reads, every 20 ms until stop is closed, whether a session of the application
+// named app waits for a lock (a heavyweight lock: a row, a table, an advisory lock).
+func sampleLockWaits(db *sql.DB, app string, stop <-chan struct{}) (w lockWaits) {
+	for {
+		var n int
+		var first sql.NullString
+		err := db.QueryRow(`SELECT count(*), min(wait_event || ': ' || query) FROM pg_stat_activity
+			WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n, &first)
+		if err != nil {
+			w.err = fmt.Errorf("read the sessions of %q: %w", app, err)
+			return w
+		}
+		w.samples++
+		if n > 0 {
+			if w.waiting == 0 {
+				w.first = first.String
+			}
+			w.waiting++
+		}
+		select {
+		case <-stop:
+			return w
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

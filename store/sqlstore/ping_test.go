@@ -44,10 +44,14 @@ func TestPingDoesNotWaitBehindQueries(t *testing.T) {
 				}
 				held = append(held, c)
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			// The held connections stay held until the test ends, so a ping that waited for one
+			// would wait out the timeout: 30 s, a hang detector where a second once stood, which a
+			// machine busy compiling something else could break without any wait for a connection.
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
+			start := time.Now()
 			if err := s.Ping(ctx); err != nil {
-				t.Fatalf("ping with every query connection taken: %v", err)
+				t.Fatalf("ping with every query connection taken: %v after %v", err, time.Since(start))
 			}
 		})
 	}
