@@ -20,6 +20,7 @@ import (
 // hours and more. The waits below are bounded by faultBound, far from those hours and far above
 // what a machine busy compiling something else adds to the seconds they take.
 func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
+	t.Parallel() // mostly waits on faults and timeouts: see startProcess
 	dsn := storetest.PostgresSchema(t)
 	proxy := startFaultProxy(t, dsn)
 	_, sick, _ := startProcess(t, proxy.dsn, "-request-timeout", "2s")
@@ -148,6 +149,7 @@ func getStatus(url string) int {
 // may be waiting for a lock. (The slowest create was once held under 2 s instead, which a machine
 // busy compiling something else could break without any wait on a lock.)
 func TestAFrozenReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
+	t.Parallel() // mostly waits on faults and timeouts: see startProcess
 	dsn := storetest.PostgresSchema(t)
 	const wellName = "usersd-well-replica" // no spaces: the URL would carry them as +
 	frozenCmd, frozen, _ := startProcess(t, dsn)

@@ -25,6 +25,7 @@ import (
 // still answers its first answer, and every watch, on every protocol, saw every create exactly
 // once, in order, across the failover.
 func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
+	t.Parallel() // mostly waits on faults and timeouts: see startProcess
 	c := storetest.StartCluster(t)
 	db := fmt.Sprintf("postgres://postgres@%s,%s/usersd?sslmode=disable&target_session_attrs=read-write",
 		c.Primary.Hostport(), c.Sync.Hostport())

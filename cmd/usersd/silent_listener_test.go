@@ -22,6 +22,7 @@ import (
 // for a machine busy compiling something else, where 16 s after a black hole of 17 s had little.
 // The listening connections are waited for in pg_stat_activity rather than slept for.
 func TestASilentListeningConnectionIsReplaced(t *testing.T) {
+	t.Parallel() // mostly waits on faults and timeouts: see startProcess
 	dsn := storetest.PostgresSchema(t)
 	proxy := startFaultProxy(t, dsn)
 	const app = "usersd-silent-listener-test" // the listener keeps the name the URL gives

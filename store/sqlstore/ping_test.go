@@ -61,6 +61,7 @@ func TestPingDoesNotWaitBehindQueries(t *testing.T) {
 // target_session_attrs=read-write, reaches the standby once the primary stops. It answers, so a
 // ping that only asked whether the server answers found the store healthy while every write failed.
 func TestPingFailsWhenTheServerTakesNoWrites(t *testing.T) {
+	t.Parallel() // a store of its own: see open in sqlite_test.go
 	c := storetest.StartCluster(t)
 	s := open(t, fmt.Sprintf("postgres://postgres@%s,%s/usersd?sslmode=disable&target_session_attrs=any",
 		c.Primary.Hostport(), c.Async.Hostport()))

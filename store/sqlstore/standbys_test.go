@@ -149,6 +149,7 @@ func TestAPausedStandbyIsNeverReadPastItsLagOrBeforeAWrite(t *testing.T) {
 }
 
 func TestAStandbyThatIsDownIsPassedOver(t *testing.T) {
+	t.Parallel() // a store of its own: see open in sqlite_test.go
 	ctx := context.Background()
 	c := storetest.StartCluster(t)
 	s := openWithStandbys(t, c, time.Second)
