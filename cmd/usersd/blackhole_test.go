@@ -144,15 +144,18 @@ func getStatus(url string) int {
 // lock was taken at commit, a replica frozen inside a write held every other replica's writes
 // for as long as it stayed frozen: until the server ended its transaction, idle for 5 s.
 //
-// That no create waits on the frozen replica is read from the server, not from a clock: the well
-// replica's sessions (known by their application_name) are sampled throughout the freeze, and none
-// may be waiting for a lock. (The slowest create was once held under 2 s instead, which a machine
+// That no create waits on the frozen replica is read from the server, not from a clock: the
+// sessions of both replicas are known by their application_name, and throughout the freeze none of
+// the well replica's may wait for a lock that the frozen replica holds, directly or behind other
+// waiters (pg_blocking_pids). Waits behind anyone else are only counted: the lock that orders the
+// change log is an advisory lock, one for the whole database, which the other tests' replicas in
+// their own schemas take too. (The slowest create was once held under 2 s instead, which a machine
 // busy compiling something else could break without any wait on a lock.)
 func TestAFrozenReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 	t.Parallel() // mostly waits on faults and timeouts: see startProcess
 	dsn := storetest.PostgresSchema(t)
-	const wellName = "usersd-well-replica" // no spaces: the URL would carry them as +
-	frozenCmd, frozen, _ := startProcess(t, dsn)
+	const wellName, frozenName = "usersd-well-replica", "usersd-frozen-replica" // no spaces: the URL would carry them as +
+	frozenCmd, frozen, _ := startProcess(t, storetest.WithURLParam(t, dsn, "application_name", frozenName))
 	_, well, _ := startProcess(t, storetest.WithURLParam(t, dsn, "application_name", wellName))
 	db := storetest.OpenPostgres(t, dsn)
 	stopWriters := writeUntilStopped(frozen.BaseURL, "frozen", 8)
@@ -169,12 +172,10 @@ func TestAFrozenReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 	}
 	defer func() { thaw(); stopWriters() }()
 
-	// The well replica's sessions that wait for a lock, sampled until the freeze ends. Every lock
-	// usersd takes is held for a commit at most, so a wait of a sample's length is one on a
-	// transaction that cannot commit: the frozen replica's.
+	// The well replica's sessions that wait for a lock, sampled until the freeze ends.
 	sampling := make(chan struct{})
 	sampled := make(chan lockWaits, 1)
-	go func() { sampled <- sampleLockWaits(db, wellName, sampling) }()
+	go func() { sampled <- sampleLockWaits(db, wellName, frozenName, sampling) }()
 
 	frozenAt := time.Now()
 	var creates int
@@ -196,7 +197,7 @@ func TestAFrozenReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 	if waits.err != nil {
 		t.Fatal(waits.err)
 	}
-	if waits.waiting > 0 {
+	if waits.onHolder > 0 {
 		t.Fatalf("the well replica's writes waited on the frozen one's locks: %s", waits)
 	}
 	if waits.samples < 10 {
@@ -206,37 +207,49 @@ func TestAFrozenReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 
 // lockWaits is what sampleLockWaits found.
 type lockWaits struct {
-	samples int    // how many times the sessions were read
-	waiting int    // in how many of those a session waited for a lock
-	first   string // the first such wait: its wait event and statement
-	err     error
+	samples  int    // how many times the sessions were read
+	waiting  int    // in how many of those a session waited for a lock, on anyone
+	onHolder int    // in how many it waited on the holder's sessions, directly or behind others
+	first    string // the first wait on the holder: its wait event and statement
+	err      error
 }
 
 func (w lockWaits) String() string {
-	if w.waiting == 0 {
-		return fmt.Sprintf("no session waited for a lock in %d samples", w.samples)
-	}
-	return fmt.Sprintf("a session waited for a lock in %d of %d samples, the first: %s", w.waiting, w.samples, w.first)
+	return fmt.Sprintf("in %d samples, a session waited for a lock in %d, on the frozen replica in %d%s",
+		w.samples, w.waiting, w.onHolder, map[bool]string{true: " (the first: " + w.first + ")"}[w.first != ""])
 }
 
 // sampleLockWaits reads, every 20 ms until stop is closed, whether a session of the application
-// named app waits for a lock (a heavyweight lock: a row, a table, an advisory lock).
-func sampleLockWaits(db *sql.DB, app string, stop <-chan struct{}) (w lockWaits) {
+// named app waits for a lock (a heavyweight lock: a row, a table, an advisory lock), and whether
+// a session of the application named holder is among those it waits for, or those they wait for.
+func sampleLockWaits(db *sql.DB, app, holder string, stop <-chan struct{}) (w lockWaits) {
 	for {
-		var n int
+		var waiting, onHolder int
 		var first sql.NullString
-		err := db.QueryRow(`SELECT count(*), min(wait_event || ': ' || query) FROM pg_stat_activity
-			WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n, &first)
+		err := db.QueryRow(`WITH RECURSIVE
+			waiters AS (SELECT pid, wait_event || ': ' || query AS what FROM pg_stat_activity
+				WHERE application_name = $1 AND wait_event_type = 'Lock'),
+			blockers(waiter, pid) AS (
+				SELECT w.pid, unnest(pg_blocking_pids(w.pid)) FROM waiters w
+				UNION
+				SELECT b.waiter, unnest(pg_blocking_pids(b.pid)) FROM blockers b),
+			held AS (SELECT DISTINCT b.waiter FROM blockers b JOIN pg_stat_activity a ON a.pid = b.pid
+				WHERE a.application_name = $2)
+			SELECT (SELECT count(*) FROM waiters), (SELECT count(*) FROM held),
+				(SELECT min(w.what) FROM waiters w JOIN held h ON h.waiter = w.pid)`, app, holder).Scan(&waiting, &onHolder, &first)
 		if err != nil {
 			w.err = fmt.Errorf("read the sessions of %q: %w", app, err)
 			return w
 		}
 		w.samples++
-		if n > 0 {
-			if w.waiting == 0 {
+		if waiting > 0 {
+			w.waiting++
+		}
+		if onHolder > 0 {
+			if w.onHolder == 0 {
 				w.first = first.String
 			}
-			w.waiting++
+			w.onHolder++
 		}
 		select {
 		case <-stop:
