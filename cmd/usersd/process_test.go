@@ -66,9 +66,10 @@ func usersdBinary(t *testing.T) string {
 // listens.
 //
 // The tests of faults on PostgreSQL (a black hole, a frozen replica, a silent listening
-// connection, a failover) spend most of their time waiting for a timeout to pass or a fault to be
-// noticed, each with processes, a schema or a cluster of its own: they run beside each other
-// (t.Parallel), after the package's other tests, two at a time on two cores. Their checks read what
+// connection, a failover) and of watchers cut by their write deadlines spend most of their time
+// waiting for a timeout to pass or a fault to be noticed, each with processes, a schema or a
+// cluster of its own: they run beside each other (t.Parallel), after the package's other tests,
+// two at a time on two cores. Their checks read what
 // happened from the server and its logs, or allow a hang detector's time, so the other's load does
 // not fail them. The tests that measure a process's memory or latency stay serial.
 func startProcess(t *testing.T, dbPath string, flags ...string) (*exec.Cmd, *testServer, <-chan []map[string]any) {

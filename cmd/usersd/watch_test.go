@@ -263,6 +263,7 @@ func smallWindowClient(t *testing.T, s *testServer) usersv1connect.UsersClient {
 // message to the heartbeat interval plus 11 s, ends the stream, so that the server does not keep it
 // for ever.
 func TestAWatcherThatStopsReadingIsCutByItsWriteDeadline(t *testing.T) {
+	t.Parallel() // mostly waits for write deadlines: see startProcess
 	s := startServerOn(t, t.TempDir()+"/users.db", map[string]string{"USERS_ADMIN_ADDR": "127.0.0.1:0", "USERS_WATCH_HEARTBEAT": "1s"})
 	admin := adminServer(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
