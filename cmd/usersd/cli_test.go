@@ -97,13 +97,9 @@ func TestVersion(t *testing.T) {
 			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
 		}
 	}
-	stamped := filepath.Join(t.TempDir(), "usersd")
-	// The link of a release build; its -trimpath changes only the paths, and would build it all again.
-	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version=v9.8.7", "-o", stamped, ".").CombinedOutput(); err != nil {
-		t.Fatalf("release build: %v\n%s", err, out)
-	}
-	out, err := exec.Command(stamped, "version").Output()
-	if err != nil || !strings.HasPrefix(string(out), "usersd v9.8.7, commit ") {
+	// The tests' binary is a release build (usersdBinary), stamped as the image's is.
+	out, err := exec.Command(usersdBinary(t), "version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "usersd "+imageVersion+", commit ") {
 		t.Fatalf("the stamped build says %q (%v)", out, err)
 	}
 }

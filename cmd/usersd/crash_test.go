@@ -50,6 +50,7 @@ func integrityCheck(t *testing.T, dbPath string) {
 // write load, five times in a row. After each crash the file passes PRAGMA integrity_check, and after
 // each restart every create and delete that was acknowledged before the crash holds.
 func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
+	t.Parallel() // checks what was kept, not how fast: see startProcess
 	dbPath := filepath.Join(t.TempDir(), "users.db")
 	ledger := newLoadLedger()
 	for round := range 5 {

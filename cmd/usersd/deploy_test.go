@@ -13,9 +13,9 @@ import (
 
 // TestTheContainerImageRecipe checks the Dockerfile as far as a machine without a container
 // runtime can: two stages, a final base with nothing but the binary, a user without privileges,
-// and a build that gives a static binary (CGO_ENABLED=0, -trimpath), which is then built the same
-// way and checked: no dynamic loader, no shared library, and it runs. (CI also lints the file with
-// dockerfilelint.)
+// and a build that gives a static binary (CGO_ENABLED=0, -trimpath), which is how the tests' one
+// binary is built (usersdBinary), and that binary is checked: no dynamic loader, no shared library,
+// and it runs. (CI also lints the file with dockerfilelint.)
 func TestTheContainerImageRecipe(t *testing.T) {
 	recipe, err := os.ReadFile("../../Dockerfile")
 	if err != nil {
@@ -35,12 +35,8 @@ func TestTheContainerImageRecipe(t *testing.T) {
 		t.Fatal("no static, path-free build of ./cmd/usersd as the entry point")
 	}
 
-	bin := filepath.Join(t.TempDir(), "usersd")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=v0.0.0-image", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the image's build: %v\n%s", err, out)
-	}
+	// The tests' one binary is built the image's way (see usersdBinary): check that one.
+	bin := usersdBinary(t)
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +50,7 @@ func TestTheContainerImageRecipe(t *testing.T) {
 	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
 		t.Fatalf("the image's binary needs %v", libs)
 	}
-	if out, err := exec.Command(bin, "version").Output(); err != nil || !strings.HasPrefix(string(out), "usersd v0.0.0-image,") {
+	if out, err := exec.Command(bin, "version").Output(); err != nil || !strings.HasPrefix(string(out), "usersd "+imageVersion+",") {
 		t.Fatalf("the image's binary says %q (%v)", out, err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 // with the key's answer). After the last restart every acknowledged create is there exactly once,
 // no create is there twice, and every total (all users, and each role) is exact.
 func TestBatchedCommitsSurviveSIGKILL(t *testing.T) {
+	t.Parallel() // checks what was kept, not how fast: see startProcess
 	dbPath := filepath.Join(t.TempDir(), "users.db")
 	roles := []string{"", "alpha", "beta", "gamma"}
 	var mu sync.Mutex

@@ -44,6 +44,10 @@ func TestLogOutputKeepsTheOrderOfLines(t *testing.T) {
 	}
 }
 
+// TestLogOutputWritesABatchWithinTheDelay: a batch that nothing else fills or flushes goes out on
+// its own once the delay has passed, never before. The wait for it is a hang detector (a batch left
+// for the next write would never go out here), not a bound on the timer's punctuality, which a
+// busy machine can spoil.
 func TestLogOutputWritesABatchWithinTheDelay(t *testing.T) {
 	var dst lockedBuffer
 	out := newLogOutput(&dst)
@@ -53,8 +57,8 @@ func TestLogOutputWritesABatchWithinTheDelay(t *testing.T) {
 		if got, _ := dst.read(); got == "access\n" {
 			break
 		}
-		if time.Since(start) > 20*accessLogDelay {
-			t.Fatalf("the access line was not written within %s", 20*accessLogDelay)
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the access line was not written within 30s: the batch waits for another write")
 		}
 		time.Sleep(accessLogDelay / 10)
 	}

@@ -29,6 +29,7 @@ const mixedRequests = 10_000
 // protocol. Each client works on users of its own, so that it knows what every answer must be: no
 // answer may be a 5xx, every one must be the one expected, and the totals must come out exact.
 func TestTenThousandMixedRequestsThroughPgBouncer(t *testing.T) {
+	t.Parallel() // checks what was kept, not how fast: see startProcess
 	pooled, direct := storetest.StartPgBouncer(t).Database(t)
 	var replicas []*testServer
 	for range 3 {

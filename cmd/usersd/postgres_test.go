@@ -53,6 +53,7 @@ func eachTopology(t *testing.T, test func(t *testing.T, db string, flags []strin
 // can read, update and delete what another created, with etags and idempotency keys holding across
 // replicas.
 func TestPostgresReplicasShareEverything(t *testing.T) {
+	t.Parallel() // checks what was kept, not how fast: see startProcess
 	eachTopology(t, testReplicasShareEverything)
 }
 

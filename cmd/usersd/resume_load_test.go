@@ -21,6 +21,7 @@ import (
 // see docs/PERFORMANCE.md#resume-from-far-back). Before the turns, 150 such resumes took lists
 // from 1-4 ms to 0.1-1.5 s.
 func TestManyResumesFromTheStartOfALongLog(t *testing.T) {
+	t.Parallel() // checks what the watches got, not how fast: see startProcess
 	const changes, watches = 15_000, 50
 	dbPath := t.TempDir() + "/users.db"
 	_, s, _ := startProcess(t, dbPath)

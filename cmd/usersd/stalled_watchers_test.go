@@ -20,6 +20,7 @@ import (
 // every change queued in kernel memory for as long as the client stayed connected. Every one of
 // these watchers must be cut within 60 s of the last create.
 func TestWatchersThatNeverReadAreCutOverHTTP1(t *testing.T) {
+	t.Parallel() // mostly waits for write deadlines: see startProcess
 	const watchers, creates = 300, 2000
 	needOpenFiles(t, watchers+200)
 	adminAddr := freeLoopbackAddr(t)

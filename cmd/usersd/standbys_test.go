@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -26,6 +28,9 @@ func TestStandbysNeverAnswerATokenWithOlderData(t *testing.T) {
 }
 
 func testStandbysNeverAnswerATokenWithOlderData(t *testing.T, throughPgBouncer bool) {
+	if throughPgBouncer {
+		needPgBouncer(t) // before the cluster, which takes seconds to build, not after it
+	}
 	c := storetest.StartCluster(t)
 	adminAddr := freeLoopbackAddr(t)
 	flags := []string{"-db-read", c.Sync.URL() + " " + c.Async.URL(), "-db-read-max-lag", "500ms", "-admin-addr", adminAddr}
@@ -116,4 +121,22 @@ func testStandbysNeverAnswerATokenWithOlderData(t *testing.T, throughPgBouncer b
 	if reads("standby", "replayed") == replayed {
 		t.Error("no tokened read went to a standby once they replayed again")
 	}
+}
+
+// needPgBouncer ends the test, as storetest.StartPgBouncerFor would, when there is no pgbouncer
+// binary where it looks for one (USERS_TEST_PGBOUNCER, Debian's /usr/sbin/pgbouncer, PATH): a test
+// that builds a cluster first asks here, so that it does not build one only to skip.
+func needPgBouncer(t *testing.T) {
+	t.Helper()
+	if os.Getenv("USERS_TEST_PGBOUNCER") != "" {
+		return
+	}
+	if _, err := os.Stat("/usr/sbin/pgbouncer"); err == nil {
+		return
+	}
+	if _, err := exec.LookPath("pgbouncer"); err == nil {
+		return
+	}
+	missingTool(t, "USERS_REQUIRE_PGBOUNCER", "no pgbouncer binary: install Debian's pgbouncer "+
+		"(apt-get install pgbouncer) or set USERS_TEST_PGBOUNCER to one")
 }

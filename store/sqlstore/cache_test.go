@@ -16,6 +16,7 @@ import (
 )
 
 func TestSQLiteWithUserCacheConformance(t *testing.T) {
+	t.Parallel() // a store of its own: see open in sqlite_test.go
 	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
 		return store.WithUserCache(open(t, filepath.Join(t.TempDir(), "users.db"), sqlstore.WithClock(now)), 4)
 	})

@@ -15,6 +15,7 @@ import (
 // yet, as an existing database has them on upgrade: across several batches, every user gets the key
 // of its name, and a name search finds them all.
 func TestUpgradeFillsTheSearchKeys(t *testing.T) {
+	t.Parallel() // a store of its own: see open in sqlite_test.go
 	for _, backend := range []struct {
 		name string
 		dsn  func(t *testing.T) string

@@ -44,10 +44,14 @@ func TestPingDoesNotWaitBehindQueries(t *testing.T) {
 				}
 				held = append(held, c)
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			// The held connections stay held until the test ends, so a ping that waited for one
+			// would wait out the timeout: 30 s, a hang detector where a second once stood, which a
+			// machine busy compiling something else could break without any wait for a connection.
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
+			start := time.Now()
 			if err := s.Ping(ctx); err != nil {
-				t.Fatalf("ping with every query connection taken: %v", err)
+				t.Fatalf("ping with every query connection taken: %v after %v", err, time.Since(start))
 			}
 		})
 	}
@@ -57,6 +61,7 @@ func TestPingDoesNotWaitBehindQueries(t *testing.T) {
 // target_session_attrs=read-write, reaches the standby once the primary stops. It answers, so a
 // ping that only asked whether the server answers found the store healthy while every write failed.
 func TestPingFailsWhenTheServerTakesNoWrites(t *testing.T) {
+	t.Parallel() // a store of its own: see open in sqlite_test.go
 	c := storetest.StartCluster(t)
 	s := open(t, fmt.Sprintf("postgres://postgres@%s,%s/usersd?sslmode=disable&target_session_attrs=any",
 		c.Primary.Hostport(), c.Async.Hostport()))

@@ -68,6 +68,7 @@ func planStatements(t *testing.T, s *Store, q store.UserQuery) []statement {
 }
 
 func TestSQLiteListQueriesSeekAnIndex(t *testing.T) {
+	t.Parallel() // a store of its own: see open in sqlite_test.go
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "users.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +140,7 @@ func sqlitePlanProblem(q store.UserQuery, details []string) string {
 }
 
 func TestPostgresListQueriesSeekAnIndex(t *testing.T) {
+	t.Parallel() // a store of its own: see open in sqlite_test.go
 	s, err := Open(context.Background(), storetest.PostgresSchema(t))
 	if err != nil {
 		t.Fatal(err)

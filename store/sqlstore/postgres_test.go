@@ -15,6 +15,7 @@ import (
 
 func TestPostgresConformance(t *testing.T) {
 	storetest.PostgresURL(t) // skip once here, not in every case, when there is no server
+	t.Parallel()             // a store of its own: see open in sqlite_test.go
 	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
 		return open(t, storetest.PostgresSchema(t), sqlstore.WithClock(now))
 	})
@@ -95,6 +96,7 @@ func TestPostgresComparesTextBytewise(t *testing.T) {
 // client's on the same server connection: SQLSTATE 42P05); WithDirect makes the pool run without
 // one.
 func TestPostgresConformanceThroughPgBouncer(t *testing.T) {
+	t.Parallel() // a store of its own: see open in sqlite_test.go
 	bouncer := storetest.StartPgBouncer(t)
 	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
 		pooled, direct := bouncer.Database(t)

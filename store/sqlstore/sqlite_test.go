@@ -14,6 +14,7 @@ import (
 )
 
 func TestSQLiteFileConformance(t *testing.T) {
+	t.Parallel() // a store of its own: see open in sqlite_test.go
 	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
 		return open(t, filepath.Join(t.TempDir(), "users.db"), sqlstore.WithClock(now))
 	})
@@ -22,12 +23,14 @@ func TestSQLiteFileConformance(t *testing.T) {
 // TestSQLiteFileConformanceWithoutBatching runs the suite with every write in a transaction of its
 // own (-write-batch 1), the path that a measurement of group commit compares with.
 func TestSQLiteFileConformanceWithoutBatching(t *testing.T) {
+	t.Parallel() // a store of its own: see open in sqlite_test.go
 	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
 		return open(t, filepath.Join(t.TempDir(), "users.db"), sqlstore.WithClock(now), sqlstore.WithWriteBatch(1))
 	})
 }
 
 func TestSQLiteInMemoryConformance(t *testing.T) {
+	t.Parallel() // a store of its own: see open in sqlite_test.go
 	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
 		return open(t, ":memory:", sqlstore.WithClock(now))
 	})
@@ -65,6 +68,14 @@ func TestOpenRejectsAmbiguousPaths(t *testing.T) {
 	}
 }
 
+// open opens the store at dsn for a test.
+//
+// The longest tests here, the conformance suites and the tests with a cluster of their own, run
+// beside each other (t.Parallel), two at a time on two cores: each works on a store of its own (a
+// file, a schema, a cluster on ports of its own), and much of their time is spent waiting on
+// PostgreSQL, fsync and the start of servers. The tests that read by the clock how fresh a standby
+// is (TestStandbysServeFreshReadsAndTheirWritersSeeThem, TestAPausedStandbyIsNeverReadPastItsLag...)
+// stay serial, and so run while nothing else of this package does.
 func open(t *testing.T, dsn string, opts ...sqlstore.Option) *sqlstore.Store {
 	t.Helper()
 	s, err := sqlstore.Open(context.Background(), dsn, opts...)

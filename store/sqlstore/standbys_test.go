@@ -149,6 +149,7 @@ func TestAPausedStandbyIsNeverReadPastItsLagOrBeforeAWrite(t *testing.T) {
 }
 
 func TestAStandbyThatIsDownIsPassedOver(t *testing.T) {
+	t.Parallel() // a store of its own: see open in sqlite_test.go
 	ctx := context.Background()
 	c := storetest.StartCluster(t)
 	s := openWithStandbys(t, c, time.Second)
@@ -160,10 +161,12 @@ func TestAStandbyThatIsDownIsPassedOver(t *testing.T) {
 	c.Async.Stop(t)
 	c.Sync.Stop(t)
 	// Reads keep working at once: the first to find a standby gone is served by the primary. Both
-	// are passed over within a second, reads or not.
+	// are passed over, reads or not, by the prober's next round (every 200 ms): the 30 s allowed is
+	// a hang detector for a standby never passed over, not a bound on the prober's punctuality,
+	// which a machine busy compiling something else can spoil (it was a second).
 	stopped := time.Now()
 	for slices.ContainsFunc(s.Standbys(), func(sb sqlstore.StandbyState) bool { return sb.Up }) {
-		if time.Since(stopped) > time.Second {
+		if time.Since(stopped) > 30*time.Second {
 			t.Fatalf("a standby is still up %v after it stopped: %+v", time.Since(stopped), s.Standbys())
 		}
 		if _, err := s.GetUser(ctx, u.ID); err != nil {
@@ -177,10 +180,10 @@ func TestAStandbyThatIsDownIsPassedOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Async.Start(t)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a hang detector: the next probe finds it back
 	for !s.Standbys()[1].Up {
 		if time.Now().After(deadline) {
-			t.Fatal("the restarted standby was not used again within 10 s")
+			t.Fatal("the restarted standby was not used again within 30 s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
