@@ -50,14 +50,14 @@ func endedWith(t *testing.T, w *watcher, want error) {
 func drain(t *testing.T, w *watcher, through int64) []int64 {
 	t.Helper()
 	var got []int64
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(30 * time.Second) // a hang detector, not a bound on speed
 	for len(got) == 0 || got[len(got)-1] < through {
 		select {
 		case <-w.ready():
 		case <-w.ended():
 			t.Fatalf("the watcher was ended with %v after %d changes", w.err(), len(got))
 		case <-deadline:
-			t.Fatalf("got %d changes within 5 s, want them through %d", len(got), through)
+			t.Fatalf("got %d changes within 30 s, want them through %d", len(got), through)
 		}
 		for _, batch := range w.take() {
 			for _, c := range batch {
@@ -177,11 +177,13 @@ func TestTheFeedFindsChangesWithoutANotice(t *testing.T) {
 	log := newMemoryLog()
 	f, _ := newTestFeed(t, log, 10)
 	w := listening(t, f)
-	log.add(2) // the notice was lost: the poll finds them
+	log.add(2) // the notice was lost: only a poll finds them
 	start := time.Now()
 	drain(t, w, 2)
-	if took := time.Since(start); took > feedPollEvery+time.Second {
-		t.Errorf("changes without a notice arrived after %v, want within the poll interval %v", took, feedPollEvery)
+	// A poll comes every feedPollEvery; ten of them is a bound that only a feed that stopped
+	// polling misses, however busy the machine.
+	if took := time.Since(start); took > 10*feedPollEvery {
+		t.Errorf("changes without a notice arrived after %v; the feed polls every %v", took, feedPollEvery)
 	}
 }
 

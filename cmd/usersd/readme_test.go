@@ -38,6 +38,9 @@ func TestTheREADMERunsInOrder(t *testing.T) {
 			missingTool(t, "USERS_REQUIRE_CURL", "the README's examples need "+tool+", which is not installed")
 		}
 	}
+	// Beside the other tests: it mostly waits for go run and its servers, on ports (8080, 6060)
+	// that no other test takes.
+	t.Parallel()
 	files, err := docsRunOrder("../..")
 	if err != nil {
 		t.Fatal(err)
