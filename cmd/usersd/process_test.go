@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,28 +39,29 @@ var (
 // machine compiling something else at the same time once took 9 minutes over it.
 func usersdBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		started := time.Now()
-		defer func() {
-			t.Logf("the one build of usersd for the tests took %v", time.Since(started).Round(time.Millisecond))
-		}()
-		dir, err := os.MkdirTemp("", "usersd-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBinary = filepath.Join(dir, "usersd")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+imageVersion, "-o", builtBinary, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("the image's build (CGO_ENABLED=0 go build -trimpath): %v\n%s", err, out)
-		}
-	})
+	buildOnce.Do(buildUsersd)
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return builtBinary
+}
+
+// buildUsersd makes the one build (see usersdBinary), and logs how long it took.
+func buildUsersd() {
+	started := time.Now()
+	dir, err := os.MkdirTemp("", "usersd-bin-")
+	if err != nil {
+		buildErr = err
+		return
+	}
+	builtBinary = filepath.Join(dir, "usersd")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+imageVersion, "-o", builtBinary, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		buildErr = fmt.Errorf("the image's build (CGO_ENABLED=0 go build -trimpath): %v\n%s", err, out)
+	}
+	fmt.Fprintf(os.Stderr, "the one build of usersd for the tests took %v\n", time.Since(started).Round(time.Millisecond))
 }
 
 // startProcess starts the real binary on a loopback port, with any extra flags, and waits until it
@@ -270,15 +272,22 @@ func TestDrainSaysNotServingBeforeStopping(t *testing.T) {
 	}
 }
 
-// TestMain removes the binary that the process tests built.
+// TestMain starts the one build of usersd at once when the whole package runs, so that on a cold
+// build cache its compile goes on beside the tests that run in this process instead of before the
+// first test that needs the binary; and it removes the binary afterwards.
 func TestMain(m *testing.M) {
 	if os.Getenv(bareServerEnv) != "" {
 		serveBare() // the bare server of the idle connection test, never returns
+	}
+	flag.Parse()
+	if run := flag.Lookup("test.run"); run != nil && run.Value.String() == "" && flag.Lookup("test.list").Value.String() == "" {
+		go buildOnce.Do(buildUsersd)
 	}
 	code := m.Run()
 	if !apitest.Report(os.Stdout, testing.Verbose()) && code == 0 {
 		code = 1
 	}
+	buildOnce.Do(func() {}) // waits for a build that no test waited for
 	if builtBinary != "" {
 		os.RemoveAll(filepath.Dir(builtBinary))
 	}
