@@ -96,6 +96,7 @@ var docsInOrder = []string{
 	"docs/DEPLOYMENT.md",
 	"docs/POSTGRESQL.md",
 	"docs/LIMITS.md",
+	"docs/TESTING.md",
 	"docs/DEVELOPMENT.md",
 }
 
