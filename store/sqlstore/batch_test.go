@@ -290,9 +290,9 @@ func readAllEvents(t *testing.T, s store.Store) []store.UserEvent {
 // waitFor polls cond for up to 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) { // a hang detector
 		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
+			t.Fatalf("waited 30s for %s", what)
 		}
 	}
 }
