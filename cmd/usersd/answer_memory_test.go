@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"usersd/internal/apitest"
+	"usersd/internal/proctest"
 )
 
 // TestStalledStreamsOfLargePagesStayWithinTheMemoryBudget is the attack of one client with 10
@@ -157,7 +158,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 	t.Helper()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		missingTool(t, "USERS_REQUIRE_PROCFS", fmt.Sprintf("no /proc to read the process's peak memory from (%v): the test needs Linux", err))
+		proctest.MissingTool(t, "USERS_REQUIRE_PROCFS", fmt.Sprintf("no /proc to read the process's peak memory from (%v): the test needs Linux", err))
 	}
 	for line := range strings.SplitSeq(string(status), "\n") {
 		if value, ok := strings.CutPrefix(line, "VmHWM:"); ok {

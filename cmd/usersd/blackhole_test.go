@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"usersd/internal/proctest"
 	"usersd/store/storetest"
 )
 
@@ -22,13 +23,13 @@ import (
 func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 	t.Parallel() // mostly waits on faults and timeouts: see startProcess
 	dsn := storetest.PostgresSchema(t)
-	proxy := startFaultProxy(t, dsn)
-	_, sick, _ := startProcess(t, proxy.dsn, "-request-timeout", "2s")
+	proxy := proctest.StartFaultProxy(t, dsn)
+	_, sick, _ := startProcess(t, proxy.DSN, "-request-timeout", "2s")
 	_, well, _ := startProcess(t, dsn)
 	db := storetest.OpenPostgres(t, dsn)
 
 	stopWriters := writeUntilStopped(sick.BaseURL, "sick", 8)
-	defer func() { proxy.restore(); stopWriters() }()
+	defer func() { proxy.Restore(); stopWriters() }()
 
 	// Black-hole until the sick replica is caught inside a transaction: that is the fault that
 	// matters.
@@ -38,13 +39,13 @@ func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 			t.Fatal("20 black-holes never caught the sick replica inside a transaction")
 		}
 		time.Sleep(300 * time.Millisecond)
-		proxy.blackhole()
+		proxy.Blackhole()
 		faulted = time.Now()
 		time.Sleep(100 * time.Millisecond)
 		if openTransactions(t, db) > 0 {
 			break
 		}
-		proxy.restore()
+		proxy.Restore()
 	}
 
 	deadline := faulted.Add(faultBound)
@@ -83,7 +84,7 @@ func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 
 	// Once the network heals, so do the sick replica's health and its reads and writes: the
 	// connections that the black hole broke are replaced, not waited on for minutes.
-	proxy.restore()
+	proxy.Restore()
 	healed := time.Now()
 	for healthStatus(sick.BaseURL) != http.StatusOK {
 		if time.Since(healed) > faultBound {

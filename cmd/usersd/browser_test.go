@@ -15,6 +15,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/internal/apitest"
+	"usersd/internal/proctest"
 )
 
 // chromePath finds the browser for the end-to-end test: USERS_TEST_CHROME, else Debian's chromium.
@@ -26,7 +27,7 @@ func chromePath(t *testing.T) string {
 		path = "/usr/bin/chromium"
 	}
 	if _, err := os.Stat(path); err != nil {
-		missingTool(t, "USERS_REQUIRE_BROWSER", fmt.Sprintf("no browser at %s (%v): install Chromium (apt-get install chromium) "+
+		proctest.MissingTool(t, "USERS_REQUIRE_BROWSER", fmt.Sprintf("no browser at %s (%v): install Chromium (apt-get install chromium) "+
 			"or set USERS_TEST_CHROME to a Chrome or Chromium binary", path, err))
 	}
 	return path

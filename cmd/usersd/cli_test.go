@@ -8,13 +8,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"usersd/internal/proctest"
 )
 
 // runBinary runs the real binary with args and env (NAME=value) added to a bare environment, and
 // returns what it printed on each stream and its exit code.
 func runBinary(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(usersdBinary(t), args...)
+	cmd := exec.Command(proctest.Binary(t), args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
 	cmd.Dir = t.TempDir() // a mistaken -db would land here, not in the repository
 	var out, errOut bytes.Buffer
@@ -98,8 +99,8 @@ func TestVersion(t *testing.T) {
 		}
 	}
 	// The tests' binary is a release build (usersdBinary), stamped as the image's is.
-	out, err := exec.Command(usersdBinary(t), "version").Output()
-	if err != nil || !strings.HasPrefix(string(out), "usersd "+imageVersion+", commit ") {
+	out, err := exec.Command(proctest.Binary(t), "version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "usersd "+proctest.Version+", commit ") {
 		t.Fatalf("the stamped build says %q (%v)", out, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"usersd/internal/proctest"
 )
 
 // TestTheContainerImageRecipe checks the Dockerfile as far as a machine without a container
@@ -36,7 +37,7 @@ func TestTheContainerImageRecipe(t *testing.T) {
 	}
 
 	// The tests' one binary is built the image's way (see usersdBinary): check that one.
-	bin := usersdBinary(t)
+	bin := proctest.Binary(t)
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +51,7 @@ func TestTheContainerImageRecipe(t *testing.T) {
 	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
 		t.Fatalf("the image's binary needs %v", libs)
 	}
-	if out, err := exec.Command(bin, "version").Output(); err != nil || !strings.HasPrefix(string(out), "usersd "+imageVersion+",") {
+	if out, err := exec.Command(bin, "version").Output(); err != nil || !strings.HasPrefix(string(out), "usersd "+proctest.Version+",") {
 		t.Fatalf("the image's binary says %q (%v)", out, err)
 	}
 }
@@ -61,7 +62,7 @@ func TestTheContainerImageRecipe(t *testing.T) {
 func TestTheSystemdUnit(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		missingTool(t, "USERS_REQUIRE_SYSTEMD", "no systemd-analyze to check the unit with (apt-get install systemd)")
+		proctest.MissingTool(t, "USERS_REQUIRE_SYSTEMD", "no systemd-analyze to check the unit with (apt-get install systemd)")
 	}
 	unit, err := os.ReadFile("../../deploy/usersd.service")
 	if err != nil {
@@ -69,7 +70,7 @@ func TestTheSystemdUnit(t *testing.T) {
 	}
 	// The unit names the installed binary; verify needs one that is there.
 	checked := filepath.Join(t.TempDir(), "usersd.service")
-	os.WriteFile(checked, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/usersd", usersdBinary(t))), 0o644)
+	os.WriteFile(checked, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/usersd", proctest.Binary(t))), 0o644)
 	out, err := exec.Command(analyze, "verify", checked).CombinedOutput()
 	if err != nil || len(out) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+	"usersd/internal/proctest"
 )
 
 // docsLinked are the markdown files whose relative links TestDocsLinksResolve follows: the README,
@@ -196,7 +197,7 @@ var docsCitation = regexp.MustCompile(`docs/([A-Z][A-Z-]*\.md)(#[a-z0-9_-]+)?`)
 func TestCitedGuidesResolve(t *testing.T) {
 	out, err := exec.Command("git", "-C", "../..", "ls-files", "*.go", "*.sql", "*.proto", "*.ts", "*.json", "Dockerfile", ".ci/*").Output()
 	if err != nil {
-		missingTool(t, "USERS_REQUIRE_GIT", fmt.Sprintf("git ls-files: %v (the test lists the tracked files with git)", err))
+		proctest.MissingTool(t, "USERS_REQUIRE_GIT", fmt.Sprintf("git ls-files: %v (the test lists the tracked files with git)", err))
 	}
 	cited := 0
 	for _, name := range strings.Fields(string(out)) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"usersd/internal/apitest"
+	"usersd/internal/proctest"
 )
 
 // TestLogLevels: -log-level debug adds the access lines of probes (DEBUG), info (the default)
@@ -111,7 +112,7 @@ func startOnAPort(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, s 
 	}
 	addr := free.Addr().String()
 	free.Close()
-	cmd = exec.Command(usersdBinary(t), append([]string{"-addr", addr, "-db", filepath.Join(t.TempDir(), "users.db")}, args...)...)
+	cmd = exec.Command(proctest.Binary(t), append([]string{"-addr", addr, "-db", filepath.Join(t.TempDir(), "users.db")}, args...)...)
 	cmd.Env = env
 	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr

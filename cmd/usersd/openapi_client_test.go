@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"usersd/internal/apitest"
+	"usersd/internal/proctest"
 )
 
 // webTools finds node and the page's npm tools (web/node_modules, from npm ci in web/). Without
@@ -23,7 +24,7 @@ func webTools(t *testing.T) (node, bin string) {
 		_, err = os.Stat(filepath.Join(bin, "openapi-typescript"))
 	}
 	if err != nil {
-		missingTool(t, "USERS_REQUIRE_NODE", "needs node and the page's npm tools ("+err.Error()+"): run npm ci in web/")
+		proctest.MissingTool(t, "USERS_REQUIRE_NODE", "needs node and the page's npm tools ("+err.Error()+"): run npm ci in web/")
 	}
 	return node, bin
 }

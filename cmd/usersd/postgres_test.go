@@ -17,6 +17,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/internal/apitest"
+	"usersd/internal/proctest"
 	"usersd/store/storetest"
 )
 
@@ -215,13 +216,13 @@ func listEveryUser(t *testing.T, s *testServer) []map[string]any {
 // connections through again, usersd recovers by itself, without a restart.
 func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 	dsn := storetest.PostgresSchema(t)
-	proxy := startFaultProxy(t, dsn)
-	s := startServerOn(t, proxy.dsn, nil)
+	proxy := proctest.StartFaultProxy(t, dsn)
+	s := startServerOn(t, proxy.DSN, nil)
 	id := apitest.IDOf(t, s.CreateUser(t, "before the outage", ""))
 	path := fmt.Sprintf("/users/%d", id)
 	rpc := s.RPCClient(apitest.RPCProtocolNamed(t, "gRPC"), apitest.Key)
 
-	proxy.cut()
+	proxy.Cut()
 	for _, req := range []request{
 		{Method: "GET", Path: path},
 		{Method: "GET", Path: "/users"},
@@ -246,7 +247,7 @@ func TestPostgresOutageIsUnavailableAndHeals(t *testing.T) {
 		t.Errorf("gRPC health during the outage: %d, want NOT_SERVING (2)", status)
 	}
 
-	proxy.restore()
+	proxy.Restore()
 	deadline := time.Now().Add(15 * time.Second)
 	for s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/health"}).Status != http.StatusOK {
 		if time.Now().After(deadline) {

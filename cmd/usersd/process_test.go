@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,58 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"usersd/internal/apitest"
+	"usersd/internal/proctest"
 )
-
-// imageVersion is the version stamped on the one usersd binary that the tests build: what its
-// `usersd version` must print.
-const imageVersion = "v0.0.0-image"
-
-var (
-	buildOnce   sync.Once
-	builtBinary string
-	buildErr    error
-)
-
-// usersdBinary builds the real usersd once per test binary, the way the Dockerfile builds the
-// image's (static: CGO_ENABLED=0, -trimpath, stripped, stamped with imageVersion), and returns its
-// path. Every test that runs the binary runs this one build: TestTheContainerImageRecipe checks it
-// is the static binary the image needs, TestVersion its stamp, and the rest need nothing that cgo
-// would give (SQLite is modernc.org/sqlite, compiled from Go). A build of its own for each would cost
-// the most where it hurts: -trimpath and CGO_ENABLED=0 share no compiled package with go test's
-// own build, so on a cold build cache the image's build compiles every dependency again, and a
-// machine compiling something else at the same time once took 9 minutes over it.
-func usersdBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(buildUsersd)
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBinary
-}
-
-// buildUsersd makes the one build (see usersdBinary), and logs how long it took.
-func buildUsersd() {
-	started := time.Now()
-	dir, err := os.MkdirTemp("", "usersd-bin-")
-	if err != nil {
-		buildErr = err
-		return
-	}
-	builtBinary = filepath.Join(dir, "usersd")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+imageVersion, "-o", builtBinary, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		buildErr = fmt.Errorf("the image's build (CGO_ENABLED=0 go build -trimpath): %v\n%s", err, out)
-	}
-	fmt.Fprintf(os.Stderr, "the one build of usersd for the tests took %v\n", time.Since(started).Round(time.Millisecond))
-}
 
 // startProcess starts the real binary on a loopback port, with any extra flags, and waits until it
 // listens.
@@ -84,40 +37,8 @@ func startProcess(t *testing.T, dbPath string, flags ...string) (*exec.Cmd, *tes
 // startProcessWithEnv is startProcess with env (NAME=value) added to the test's environment.
 func startProcessWithEnv(t *testing.T, env []string, dbPath string, flags ...string) (*exec.Cmd, *testServer, <-chan []map[string]any) {
 	t.Helper()
-	cmd := exec.Command(usersdBinary(t), append([]string{"-addr", "127.0.0.1:0", "-db", dbPath}, flags...)...)
-	cmd.Env = append(append(os.Environ(), "USERS_API_KEYS="+apitest.Key), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-
-	listening := make(chan string, 1)
-	allLines := make(chan []map[string]any, 1)
-	go func() {
-		var lines []map[string]any
-		scanner := bufio.NewScanner(stdout)
-		for scanner.Scan() {
-			var entry map[string]any
-			if json.Unmarshal(scanner.Bytes(), &entry) == nil {
-				lines = append(lines, entry)
-				if entry["msg"] == "listening" {
-					listening <- fmt.Sprint(entry["addr"])
-				}
-			}
-		}
-		allLines <- lines
-	}()
-	select {
-	case addr := <-listening:
-		return cmd, &testServer{Server: apitest.Server{BaseURL: "http://" + addr}, dbPath: dbPath}, allLines
-	case <-time.After(20 * time.Second):
-		t.Fatal("the binary did not listen within 20s")
-		return nil, nil, nil
-	}
+	p := proctest.Start(t, env, dbPath, flags...)
+	return p.Cmd, &testServer{Server: p.Server, dbPath: dbPath}, p.Lines
 }
 
 func TestTheBinaryStopsCleanlyOnSignals(t *testing.T) {
@@ -272,24 +193,17 @@ func TestDrainSaysNotServingBeforeStopping(t *testing.T) {
 	}
 }
 
-// TestMain starts the one build of usersd at once when the whole package runs, so that on a cold
-// build cache its compile goes on beside the tests that run in this process instead of before the
-// first test that needs the binary; and it removes the binary afterwards.
+// TestMain serves as the bare server of the idle connection test when asked to, and otherwise
+// runs the tests, starting the one build of usersd at once when the whole package runs (see
+// proctest.Main), then checks the contract report of every answer the tests read.
 func TestMain(m *testing.M) {
 	if os.Getenv(bareServerEnv) != "" {
 		serveBare() // the bare server of the idle connection test, never returns
 	}
 	flag.Parse()
-	if run := flag.Lookup("test.run"); run != nil && run.Value.String() == "" && flag.Lookup("test.list").Value.String() == "" {
-		go buildOnce.Do(buildUsersd)
-	}
-	code := m.Run()
+	code := proctest.Main(m, flag.Lookup("test.run").Value.String(), flag.Lookup("test.list").Value.String())
 	if !apitest.Report(os.Stdout, testing.Verbose()) && code == 0 {
 		code = 1
-	}
-	buildOnce.Do(func() {}) // waits for a build that no test waited for
-	if builtBinary != "" {
-		os.RemoveAll(filepath.Dir(builtBinary))
 	}
 	os.Exit(code)
 }

@@ -15,6 +15,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/internal/apitest"
+	"usersd/internal/proctest"
 )
 
 // prometheusPath finds a Prometheus server: USERS_TEST_PROMETHEUS, else prometheus on the PATH.
@@ -27,7 +28,7 @@ func prometheusPath(t *testing.T) string {
 	}
 	found, err := exec.LookPath(path)
 	if err != nil {
-		missingTool(t, "USERS_REQUIRE_PROMETHEUS", fmt.Sprintf("no Prometheus server (%v): install it (apt-get install prometheus) "+
+		proctest.MissingTool(t, "USERS_REQUIRE_PROMETHEUS", fmt.Sprintf("no Prometheus server (%v): install it (apt-get install prometheus) "+
 			"or set USERS_TEST_PROMETHEUS to a prometheus binary", err))
 	}
 	return found

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"usersd/internal/proctest"
 )
 
 // TestTheREADMERunsInOrder pastes the shell examples of the README and then of the guides in docs/
@@ -35,7 +36,7 @@ import (
 func TestTheREADMERunsInOrder(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "setsid"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			missingTool(t, "USERS_REQUIRE_CURL", "the README's examples need "+tool+", which is not installed")
+			proctest.MissingTool(t, "USERS_REQUIRE_CURL", "the README's examples need "+tool+", which is not installed")
 		}
 	}
 	// Beside the other tests: it mostly waits for go run and its servers, on ports (8080, 6060)
@@ -259,7 +260,7 @@ func freshCopy(t *testing.T) string {
 	}
 	files, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
 	if err != nil {
-		missingTool(t, "USERS_REQUIRE_GIT", fmt.Sprintf("not a git checkout, or no git (%v): the README's run copies the tracked files", err))
+		proctest.MissingTool(t, "USERS_REQUIRE_GIT", fmt.Sprintf("not a git checkout, or no git (%v): the README's run copies the tracked files", err))
 	}
 	dir := t.TempDir()
 	for name := range strings.SplitSeq(strings.TrimSuffix(string(files), "\x00"), "\x00") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"usersd/internal/apitest"
+	"usersd/internal/proctest"
 	"usersd/store/storetest"
 )
 
@@ -24,18 +25,18 @@ import (
 func TestASilentListeningConnectionIsReplaced(t *testing.T) {
 	t.Parallel() // mostly waits on faults and timeouts: see startProcess
 	dsn := storetest.PostgresSchema(t)
-	proxy := startFaultProxy(t, dsn)
+	proxy := proctest.StartFaultProxy(t, dsn)
 	const app = "usersd-silent-listener-test" // the listener keeps the name the URL gives
-	cmd, s, logs := startProcess(t, storetest.WithURLParam(t, proxy.dsn, "application_name", app))
+	cmd, s, logs := startProcess(t, storetest.WithURLParam(t, proxy.DSN, "application_name", app))
 	db := storetest.OpenPostgres(t, dsn)
 	watch := apitest.StartWatch(t, s.Server, apitest.WatchProtocols()[0], -1, "")
 	defer watch.Cancel()
 	first := waitForListening(t, db, app, 0) // the listener connects once the first watch starts
 
-	proxy.blackhole()
+	proxy.Blackhole()
 	faulted := time.Now()
 	time.Sleep(20 * time.Second)
-	proxy.restore()
+	proxy.Restore()
 	restored := time.Now()
 	waitForListening(t, db, app, first) // after a connection attempt lost in the black hole times out (10 s)
 

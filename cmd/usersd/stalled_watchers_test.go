@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"usersd/internal/apitest"
+	"usersd/internal/proctest"
 )
 
 // TestWatchersThatNeverReadAreCutOverHTTP1 opens 300 Server-Sent Events watches over HTTP/1.1 that
@@ -113,7 +114,7 @@ func serverSocketsHoldingBytes(t *testing.T, serverPort uint16, clientPorts map[
 	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		table, err := os.ReadFile(file)
 		if err != nil {
-			missingTool(t, "USERS_REQUIRE_PROCFS", fmt.Sprintf("no %s to read the server's sockets from (%v): the test needs Linux", file, err))
+			proctest.MissingTool(t, "USERS_REQUIRE_PROCFS", fmt.Sprintf("no %s to read the server's sockets from (%v): the test needs Linux", file, err))
 		}
 		for _, line := range strings.Split(string(table), "\n")[1:] {
 			// sl local_address rem_address st tx_queue:rx_queue ...; addresses are hex IP:port.

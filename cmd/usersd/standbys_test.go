@@ -12,6 +12,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/internal/apitest"
+	"usersd/internal/proctest"
 	"usersd/store/storetest"
 	"usersd/users"
 )
@@ -137,6 +138,6 @@ func needPgBouncer(t *testing.T) {
 	if _, err := exec.LookPath("pgbouncer"); err == nil {
 		return
 	}
-	missingTool(t, "USERS_REQUIRE_PGBOUNCER", "no pgbouncer binary: install Debian's pgbouncer "+
+	proctest.MissingTool(t, "USERS_REQUIRE_PGBOUNCER", "no pgbouncer binary: install Debian's pgbouncer "+
 		"(apt-get install pgbouncer) or set USERS_TEST_PGBOUNCER to one")
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"usersd/internal/apitest"
+	"usersd/internal/proctest"
 	"usersd/store/storetest"
 )
 
@@ -16,9 +17,9 @@ import (
 // answers it serves without a restart. Before, it exited at once.
 func TestStartingBeforeTheDatabaseAnswers(t *testing.T) {
 	dsn := storetest.PostgresSchema(t)
-	proxy := startFaultProxy(t, dsn)
-	proxy.cut()
-	_, s, _ := startProcess(t, proxy.dsn)
+	proxy := proctest.StartFaultProxy(t, dsn)
+	proxy.Cut()
+	_, s, _ := startProcess(t, proxy.DSN)
 	for _, c := range []struct {
 		path   string
 		status int
@@ -31,7 +32,7 @@ func TestStartingBeforeTheDatabaseAnswers(t *testing.T) {
 			t.Fatalf("%s: %v %s; want a 503 that says the service is starting, with Retry-After", c.path, res.Header, res.Body)
 		}
 	}
-	proxy.restore()
+	proxy.Restore()
 	deadline := time.Now().Add(20 * time.Second)
 	for s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/readyz"}).Status != http.StatusOK {
 		if time.Now().After(deadline) {
@@ -55,8 +56,8 @@ func TestStartingGivesUpOnWhatWaitingWillNotMend(t *testing.T) {
 	}
 	u.Path = "/no_such_database_here"
 	missing := u.String()
-	proxy := startFaultProxy(t, dsn)
-	proxy.cut()
+	proxy := proctest.StartFaultProxy(t, dsn)
+	proxy.Cut()
 	for _, c := range []struct {
 		name    string
 		args    []string
@@ -65,7 +66,7 @@ func TestStartingGivesUpOnWhatWaitingWillNotMend(t *testing.T) {
 		atMost  time.Duration
 	}{
 		{"a database that does not exist", []string{"-db", missing}, "no_such_database_here", 0, time.Minute},
-		{"a database that does not answer within -db-wait", []string{"-db", proxy.dsn, "-db-wait", "2s"}, "did not answer within 2s", 2 * time.Second, time.Minute},
+		{"a database that does not answer within -db-wait", []string{"-db", proxy.DSN, "-db-wait", "2s"}, "did not answer within 2s", 2 * time.Second, time.Minute},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()

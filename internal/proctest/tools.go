@@ -1,4 +1,4 @@
-package main
+package proctest
 
 import (
 	"os"
@@ -6,13 +6,13 @@ import (
 	"testing"
 )
 
-// missingTool ends a test that needs a program the machine does not have: it skips, with message
+// MissingTool ends a test that needs a program the machine does not have: it skips, with message
 // saying how to get it, unless the switch require (a USERS_REQUIRE_* variable) is 1, as CI sets
 // it, which makes the test fail instead, so that CI never passes without running it.
-func missingTool(t *testing.T, require, message string) {
+func MissingTool(t testing.TB, require, message string) {
 	t.Helper()
 	if !strings.HasPrefix(require, "USERS_REQUIRE_") {
-		t.Fatalf("missingTool: %q is not a USERS_REQUIRE_* switch, so CI could not force the test", require)
+		t.Fatalf("MissingTool: %q is not a USERS_REQUIRE_* switch, so CI could not force the test", require)
 	}
 	message += "; set " + require + "=1 to fail instead of skip"
 	if os.Getenv(require) == "1" {

@@ -1,4 +1,4 @@
-package main
+package proctest
 
 import (
 	"net"
@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-// faultProxy forwards TCP connections to PostgreSQL, and does to them what a network does when it
-// fails: cut closes every connection and refuses new ones, as a database going down would, until
-// restore; blackhole keeps every connection open but passes nothing either way, as a partition or
-// a lost host does, until restore.
-type faultProxy struct {
-	dsn string // the database URL, through the proxy
+// FaultProxy forwards TCP connections to PostgreSQL, and does to them what a network does when it
+// fails: Cut closes every connection and refuses new ones, as a database going down would, until
+// Restore; Blackhole keeps every connection open but passes nothing either way, as a partition or
+// a lost host does, until Restore.
+type FaultProxy struct {
+	DSN string // the database URL, through the proxy
 
 	mu       sync.Mutex
 	down     bool
@@ -21,7 +21,9 @@ type faultProxy struct {
 	upstream string
 }
 
-func startFaultProxy(t *testing.T, dsn string) *faultProxy {
+// StartFaultProxy starts a proxy to the PostgreSQL server of dsn, on a loopback port, passing
+// everything; it cuts every connection when the test ends.
+func StartFaultProxy(t testing.TB, dsn string) *FaultProxy {
 	t.Helper()
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -32,9 +34,9 @@ func startFaultProxy(t *testing.T, dsn string) *faultProxy {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { listener.Close() })
-	p := &faultProxy{upstream: u.Host, active: map[net.Conn]bool{}}
+	p := &FaultProxy{upstream: u.Host, active: map[net.Conn]bool{}}
 	u.Host = listener.Addr().String()
-	p.dsn = u.String()
+	p.DSN = u.String()
 	go func() {
 		for {
 			client, err := listener.Accept()
@@ -44,11 +46,11 @@ func startFaultProxy(t *testing.T, dsn string) *faultProxy {
 			go p.forward(client)
 		}
 	}()
-	t.Cleanup(p.cut)
+	t.Cleanup(p.Cut)
 	return p
 }
 
-func (p *faultProxy) forward(client net.Conn) {
+func (p *FaultProxy) forward(client net.Conn) {
 	server, err := net.Dial("tcp", p.upstream)
 	if err != nil {
 		client.Close()
@@ -69,7 +71,7 @@ func (p *faultProxy) forward(client net.Conn) {
 }
 
 // pass copies from src to dst, dropping what it reads while the proxy is black-holed.
-func (p *faultProxy) pass(dst, src net.Conn) {
+func (p *FaultProxy) pass(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -89,7 +91,8 @@ func (p *faultProxy) pass(dst, src net.Conn) {
 	}
 }
 
-func (p *faultProxy) cut() {
+// Cut closes every connection and refuses new ones, until Restore.
+func (p *FaultProxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = true
@@ -99,13 +102,15 @@ func (p *faultProxy) cut() {
 	}
 }
 
-func (p *faultProxy) blackhole() {
+// Blackhole keeps every connection open and drops what either side sends, until Restore.
+func (p *FaultProxy) Blackhole() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.holes = true
 }
 
-func (p *faultProxy) restore() {
+// Restore passes everything again.
+func (p *FaultProxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down, p.holes = false, false
