@@ -1,4 +1,4 @@
-package main
+package docs_test
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+
 	"usersd/internal/proctest"
 )
 
@@ -39,16 +40,16 @@ func TestTheREADMERunsInOrder(t *testing.T) {
 			proctest.MissingTool(t, "USERS_REQUIRE_CURL", "the README's examples need "+tool+", which is not installed")
 		}
 	}
-	// Beside the other tests: it mostly waits for go run and its servers, on ports (8080, 6060)
-	// that no other test takes.
+	// Beside the link checks: it mostly waits for go run and its servers, on ports (8080, 6060)
+	// that no other test of any package takes.
 	t.Parallel()
-	files, err := docsRunOrder("../..")
+	files, err := docsRunOrder("..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var blocks []readmeBlock
 	for _, name := range files {
-		text, err := os.ReadFile(filepath.Join("../..", name))
+		text, err := os.ReadFile(filepath.Join("..", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +143,7 @@ func docsRunOrder(root string) ([]string, error) {
 			return nil, err
 		}
 		if len(blocks) > 0 {
-			return nil, fmt.Errorf("%s has %d sh blocks (the first on line %d) but is not in docsInOrder (cmd/usersd/readme_test.go): "+
+			return nil, fmt.Errorf("%s has %d sh blocks (the first on line %d) but is not in docsInOrder (docs/readme_test.go): "+
 				"add it where its examples can run, after the guides whose state they need", name, len(blocks), blocks[0].line)
 		}
 	}
@@ -254,7 +255,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // test's own.
 func freshCopy(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}

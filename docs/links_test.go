@@ -1,4 +1,4 @@
-package main
+package docs_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
 	"usersd/internal/proctest"
 )
 
@@ -21,7 +22,7 @@ var docsLinked = []string{"*.md", "docs/*.md", "bench/*.md"}
 // one that file has. Guides move and headings get renamed; a link that stopped resolving fails
 // here rather than in a reader's browser.
 func TestDocsLinksResolve(t *testing.T) {
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ var docsCitation = regexp.MustCompile(`docs/([A-Z][A-Z-]*\.md)(#[a-z0-9_-]+)?`)
 // comments and messages: the guide exists, and so does the heading its #fragment names. A comment
 // says why by pointing at a rule; the rule must still be where it points.
 func TestCitedGuidesResolve(t *testing.T) {
-	out, err := exec.Command("git", "-C", "../..", "ls-files", "*.go", "*.sql", "*.proto", "*.ts", "*.json", "Dockerfile", ".ci/*").Output()
+	out, err := exec.Command("git", "-C", "..", "ls-files", "*.go", "*.sql", "*.proto", "*.ts", "*.json", "Dockerfile", ".ci/*").Output()
 	if err != nil {
 		proctest.MissingTool(t, "USERS_REQUIRE_GIT", fmt.Sprintf("git ls-files: %v (the test lists the tracked files with git)", err))
 	}
@@ -204,14 +205,14 @@ func TestCitedGuidesResolve(t *testing.T) {
 		if strings.HasPrefix(name, "web/public/") || strings.HasSuffix(name, "package-lock.json") {
 			continue // built or locked, not written
 		}
-		text, err := os.ReadFile(filepath.Join("../..", name))
+		text, err := os.ReadFile(filepath.Join("..", name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range docsCitation.FindAllStringSubmatchIndex(string(text), -1) {
 			cited++
 			line := strings.Count(string(text[:m[0]]), "\n") + 1
-			guide := filepath.Join("../../docs", string(text[m[2]:m[3]]))
+			guide := string(text[m[2]:m[3]]) // the test runs in docs/
 			body, err := os.ReadFile(guide)
 			if err != nil {
 				t.Errorf("%s line %d cites %s, which does not exist", name, line, text[m[0]:m[1]])
