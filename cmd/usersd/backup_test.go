@@ -68,7 +68,7 @@ func TestABackupUnderWritesRestoresEveryAcknowledgedUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, r, _ := startProcess(t, restored)
-	present := listAllIDs(t, r)
+	present := r.ListIDs(t)
 	var before, after int
 	for _, a := range acks {
 		switch {
@@ -93,7 +93,7 @@ func TestABackupUnderWritesRestoresEveryAcknowledgedUser(t *testing.T) {
 
 // createUser creates a user through REST with the test key and returns its id.
 func createUser(base, name string) (int, error) {
-	status, answer, err := postJSONAnswer(base+"/users", fmt.Sprintf(`{"name":%q}`, name))
+	status, answer, err := apitest.PostJSON(base+"/users", fmt.Sprintf(`{"name":%q}`, name))
 	if err != nil {
 		return 0, err
 	}

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"usersd/internal/apitest"
 	"usersd/internal/proctest"
 )
 
@@ -113,7 +115,7 @@ func TestBuildInfoMetric(t *testing.T) {
 	if b.modified {
 		labels["commit"] += "-modified"
 	}
-	if v, ok := sample(scrape(t, adminServer(t, s)), "usersd_build_info", labels); !ok || v != 1 {
+	if v, ok := apitest.Sample(adminServer(t, s).Metrics(t), "usersd_build_info", labels); !ok || v != 1 {
 		t.Fatalf("usersd_build_info%v = %v (found %v)", labels, v, ok)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"usersd/internal/apitest"
+	"usersd/internal/proctest"
 )
 
 // TestBatchedCommitsSurviveSIGKILL kills the real binary with SIGKILL five times, each at a random
@@ -31,7 +32,7 @@ func TestBatchedCommitsSurviveSIGKILL(t *testing.T) {
 	var faults []string
 	var commits, batched float64
 	for round := range 5 {
-		adminAddr := freeLoopbackAddr(t)
+		adminAddr := proctest.FreeLoopbackAddr(t)
 		cmd, s, _ := startProcess(t, dbPath, "-admin-addr", adminAddr)
 		admin := &testServer{Server: apitest.Server{BaseURL: "http://" + adminAddr}}
 		ctx, stop := context.WithCancel(t.Context())
@@ -56,9 +57,9 @@ func TestBatchedCommitsSurviveSIGKILL(t *testing.T) {
 		}
 		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
 		// What group commit did, read just before the crash: many writes to a commit.
-		families := scrape(t, admin)
-		roundCommits, _ := sample(families, "usersd_write_commits_total", nil)
-		roundBatched, _ := sample(families, "usersd_write_batched_total", nil)
+		families := admin.Metrics(t)
+		roundCommits, _ := apitest.Sample(families, "usersd_write_commits_total", nil)
+		roundBatched, _ := apitest.Sample(families, "usersd_write_batched_total", nil)
 		commits, batched = commits+roundCommits, batched+roundBatched
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -76,7 +77,7 @@ func TestBatchedCommitsSurviveSIGKILL(t *testing.T) {
 	}
 
 	_, s, _ := startProcess(t, dbPath)
-	stored := listEveryUser(t, s)
+	stored := s.ListEveryUser(t)
 	seen, roleOf, byRole := map[string]int{}, map[string]string{}, map[string]int{}
 	for _, u := range stored {
 		name, role := fmt.Sprint(u["name"]), ""

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"usersd/internal/proctest"
+
 	"golang.org/x/net/http2"
 )
 
@@ -63,7 +65,7 @@ func TestTenThousandIdleConnectionsCostLittleMoreThanABareServer(t *testing.T) {
 	// hold, not the garbage of setting them up: how much of that a process still has depends on
 	// where its collector stood, which a machine busy with other tests moves by tens of MiB.
 	t.Setenv("GOGC", "25")
-	adminAddr := freeLoopbackAddr(t)
+	adminAddr := proctest.FreeLoopbackAddr(t)
 	cmd, s, _ := startProcess(t, filepath.Join(t.TempDir(), "users.db"), "-admin-addr", adminAddr)
 	usersd := holdIdleConnections(t, cmd, s.BaseURL, "http://"+adminAddr)
 
@@ -254,15 +256,4 @@ func needOpenFiles(t *testing.T, n uint64) {
 	if lim.Cur < n {
 		t.Fatalf("this test opens %d connections but may open only %d files: raise the limit (ulimit -n %d)", idleConnections, lim.Cur, n)
 	}
-}
-
-// freeLoopbackAddr returns a loopback address whose port was free a moment ago.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

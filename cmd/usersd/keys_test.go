@@ -15,6 +15,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/internal/apitest"
+	"usersd/internal/proctest"
 )
 
 // newKeyLine runs `usersd key` with args and returns the key it printed and the keys file line.
@@ -97,7 +98,7 @@ func TestKeysMadeByUsersdKeyServeFromTheirDigests(t *testing.T) {
 // resource_exhausted over gRPC; another caller is not held back; and usersd_refused_requests_total
 // counts each refusal by its reason, never by caller.
 func TestTheBinaryLimitsEachCallersRate(t *testing.T) {
-	adminAddr := freeLoopbackAddr(t)
+	adminAddr := proctest.FreeLoopbackAddr(t)
 	_, s, _ := startProcessWithEnv(t, []string{"USERS_API_KEYS=" + apitest.Key + ",another-key-0123456789"}, filepath.Join(t.TempDir(), "users.db"),
 		"-rate-limit", "0.1", "-rate-burst", "2", "-admin-addr", adminAddr)
 	admin := &testServer{Server: apitest.Server{BaseURL: "http://" + adminAddr}}
@@ -128,7 +129,7 @@ func TestTheBinaryLimitsEachCallersRate(t *testing.T) {
 		t.Errorf("a delete without a key: %d %s", res.Status, res.Body)
 	}
 	for reason, want := range map[string]float64{"rate": 2, "no_credential": 1} {
-		if got := metricValue(t, admin, "usersd_refused_requests_total", map[string]string{"reason": reason}); got != want {
+		if got := admin.Metric(t, "usersd_refused_requests_total", map[string]string{"reason": reason}); got != want {
 			t.Errorf("usersd_refused_requests_total{reason=%q} = %v, want %v", reason, got, want)
 		}
 	}

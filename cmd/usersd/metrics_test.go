@@ -11,59 +11,10 @@ import (
 
 	"connectrpc.com/connect"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/internal/apitest"
 )
-
-// scrape reads /metrics from the admin listener of s.
-func scrape(t *testing.T, admin *testServer) map[string]*dto.MetricFamily {
-	t.Helper()
-	res := admin.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/metrics"})
-	if res.Status != http.StatusOK {
-		t.Fatalf("GET /metrics: %d", res.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(res.Body)))
-	if err != nil {
-		t.Fatalf("/metrics is not Prometheus' text format: %v", err)
-	}
-	return families
-}
-
-// sample returns the value of the series of family with exactly labels (a counter's or gauge's
-// value, a histogram's count), and whether there is one.
-func sample(families map[string]*dto.MetricFamily, family string, labels map[string]string) (float64, bool) {
-	f, ok := families[family]
-	if !ok {
-		return 0, false
-	}
-	for _, m := range f.GetMetric() {
-		if len(m.GetLabel()) != len(labels) {
-			continue
-		}
-		matches := true
-		for _, l := range m.GetLabel() {
-			if labels[l.GetName()] != l.GetValue() {
-				matches = false
-			}
-		}
-		if !matches {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		}
-	}
-	return 0, false
-}
 
 // seriesCount counts the series of the service's own families (usersd_*), a histogram's buckets
 // each as one.
@@ -121,7 +72,7 @@ func TestMetricsCountRequestsByRouteProtocolAndCode(t *testing.T) {
 	s.Do(t, apitest.H2CClient, request{Method: "POST", Path: "/users.v1.Users/GetUser", Body: "\x00\x00\x00\x00\x02\xff\xff",
 		Header: map[string]string{"Content-Type": "application/grpc", "TE": "trailers"}}) // a message of two bytes that are no protobuf
 
-	families := scrape(t, admin)
+	families := admin.Metrics(t)
 	requests := func(route, method, protocol, code string) map[string]string {
 		return map[string]string{"route": route, "method": method, "protocol": protocol, "code": code}
 	}
@@ -159,17 +110,17 @@ func TestMetricsCountRequestsByRouteProtocolAndCode(t *testing.T) {
 		{"usersd_user_cache_lookups_total", map[string]string{"result": "miss"}, 6},
 		{"usersd_user_cache_users", map[string]string{}, 1},
 	} {
-		got, ok := sample(families, c.family, c.labels)
+		got, ok := apitest.Sample(families, c.family, c.labels)
 		if !ok || got != c.want {
 			t.Errorf("%s%v = %v (present: %v), want %v", c.family, c.labels, got, ok, c.want)
 		}
 	}
 	// The user was read once from the database and then from the cache; the misses each time.
-	if got, _ := sample(families, "usersd_store_operation_duration_seconds", map[string]string{"operation": "GetUser"}); got < 6 {
+	if got, _ := apitest.Sample(families, "usersd_store_operation_duration_seconds", map[string]string{"operation": "GetUser"}); got < 6 {
 		t.Errorf("store GetUser timed %v times, want at least 6 (one read of the user, five of no user)", got)
 	}
 	for _, pool := range []string{"reader", "writer"} {
-		if _, ok := sample(families, "go_sql_max_open_connections", map[string]string{"db_name": pool}); !ok {
+		if _, ok := apitest.Sample(families, "go_sql_max_open_connections", map[string]string{"db_name": pool}); !ok {
 			t.Errorf("no statistics of the %s pool (go_sql_max_open_connections{db_name=%q})", pool, pool)
 		}
 	}
@@ -219,7 +170,7 @@ func TestUnknownPathsAndIDsAddNoSeries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := seriesCount(scrape(t, admin))
+	before := seriesCount(admin.Metrics(t))
 
 	const requests, workers = 10_000, 8
 	var wg sync.WaitGroup
@@ -236,7 +187,7 @@ func TestUnknownPathsAndIDsAddNoSeries(t *testing.T) {
 	}
 	wg.Wait()
 
-	families := scrape(t, admin)
+	families := admin.Metrics(t)
 	if after := seriesCount(families); after != before {
 		t.Errorf("%d random misses took the service's series from %d to %d", requests, before, after)
 	}

@@ -20,15 +20,14 @@ import (
 // startProcess starts the real binary on a loopback port, with any extra flags, and waits until it
 // listens.
 //
-// The tests of faults on PostgreSQL (a black hole, a frozen replica, a silent listening connection,
-// a failover) and of watchers cut by their write deadlines spend most of their time waiting for a
-// timeout to pass or a fault to be noticed; the crash tests, the replicas' test and the load tests
-// (resumes, PgBouncer) check what was kept or delivered, not how fast. Each has processes, a schema
-// or a cluster of its own: they run beside each other (t.Parallel), after the package's other
-// tests, two at a time on two cores, the waiting of some filling with the work of others. Their
-// checks read what happened from the server and its logs, or allow a hang detector's time, so
-// another's load does not fail them. The tests that measure a process's memory or latency, or read
-// a standby's freshness by the clock, stay serial.
+// The tests of watchers cut by their write deadlines spend most of their time waiting for a
+// timeout to pass; the crash tests and the resumes' load test check what was kept or delivered,
+// not how fast. Each has processes or a file of its own: they run beside each other (t.Parallel),
+// after the package's other tests, two at a time on two cores, the waiting of some filling with
+// the work of others. Their checks read what happened from the server and its logs, or allow a
+// hang detector's time, so another's load does not fail them. The tests that measure a process's
+// memory or latency, or read a standby's freshness by the clock, stay serial. The tests of
+// replicas on PostgreSQL, its faults and its standbys are in cmd/usersd/replicas.
 func startProcess(t *testing.T, dbPath string, flags ...string) (*exec.Cmd, *testServer, <-chan []map[string]any) {
 	t.Helper()
 	return startProcessWithEnv(t, nil, dbPath, flags...)

@@ -45,7 +45,7 @@ func startPrometheus(t *testing.T, target string) string {
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeLoopbackAddr(t)
+	addr := proctest.FreeLoopbackAddr(t)
 	var output strings.Builder
 	cmd := exec.Command(binary, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)

@@ -24,7 +24,7 @@ func TestWatchersThatNeverReadAreCutOverHTTP1(t *testing.T) {
 	t.Parallel() // mostly waits for write deadlines: see startProcess
 	const watchers, creates = 300, 2000
 	needOpenFiles(t, watchers+200)
-	adminAddr := freeLoopbackAddr(t)
+	adminAddr := proctest.FreeLoopbackAddr(t)
 	_, s, _ := startProcess(t, filepath.Join(t.TempDir(), "users.db"), "-watch-heartbeat", "2s", "-admin-addr", adminAddr)
 	admin := &testServer{Server: apitest.Server{BaseURL: "http://" + adminAddr}}
 	addr := strings.TrimPrefix(s.BaseURL, "http://")
@@ -45,9 +45,9 @@ func TestWatchersThatNeverReadAreCutOverHTTP1(t *testing.T) {
 	}
 	// Every watch is open before the creates that stall them: on a busy machine the creates can
 	// take longer than the write deadline, and the first watches are cut before the last create.
-	for deadline := time.Now().Add(30 * time.Second); metricValue(t, admin, "usersd_watchers", nil) < watchers; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); admin.Metric(t, "usersd_watchers", nil) < watchers; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%v watches open 30 s after they were asked for, want %d", metricValue(t, admin, "usersd_watchers", nil), watchers)
+			t.Fatalf("%v watches open 30 s after they were asked for, want %d", admin.Metric(t, "usersd_watchers", nil), watchers)
 		}
 	}
 
@@ -56,7 +56,7 @@ func TestWatchersThatNeverReadAreCutOverHTTP1(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for n := w; n < creates; n += 8 {
-				if status, err := postJSON(s.BaseURL+"/users", fmt.Sprintf(`{"name":"user %d with a name long enough to fill buffers"}`, n)); err != nil || status != 201 {
+				if status, _, err := apitest.PostJSON(s.BaseURL+"/users", fmt.Sprintf(`{"name":"user %d with a name long enough to fill buffers"}`, n)); err != nil || status != 201 {
 					failures <- fmt.Errorf("create %d: %d %v", n, status, err)
 					return
 				}
@@ -72,7 +72,7 @@ func TestWatchersThatNeverReadAreCutOverHTTP1(t *testing.T) {
 
 	// The server counts its open watches; reading the connections would make them readers.
 	for {
-		n := metricValue(t, admin, "usersd_watchers", nil)
+		n := admin.Metric(t, "usersd_watchers", nil)
 		if n == 0 {
 			break
 		}

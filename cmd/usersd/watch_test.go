@@ -183,7 +183,7 @@ func TestAWatcherThatDoesNotReadIsEndedNotBuffered(t *testing.T) {
 	const burst = 50_000 // several times the backlog a watcher may have, and more than sockets hold
 	for _, p := range []string{"SSE", "gRPC"} {
 		t.Run(p, func(t *testing.T) {
-			cut := metricValue(t, admin, "usersd_watches_refused_total", map[string]string{"reason": "too_slow"})
+			cut := admin.Metric(t, "usersd_watches_refused_total", map[string]string{"reason": "too_slow"})
 			var readAll func() (created int, end error)
 			switch p {
 			case "SSE":
@@ -281,7 +281,7 @@ func TestAWatcherThatStopsReadingIsCutByItsWriteDeadline(t *testing.T) {
 	if took := time.Since(start); took < 5*time.Second {
 		t.Errorf("the stream ended %s after the changes: before its write deadline, so not by it", took)
 	}
-	if cut := metricValue(t, admin, "usersd_watches_refused_total", map[string]string{"reason": "too_slow"}); cut != 0 {
+	if cut := admin.Metric(t, "usersd_watches_refused_total", map[string]string{"reason": "too_slow"}); cut != 0 {
 		t.Errorf("the watch was ended as too slow (%v), not by its write deadline", cut)
 	}
 }
@@ -301,18 +301,12 @@ func insertUsers(t *testing.T, dbPath string, n int) {
 	}
 }
 
-func metricValue(t *testing.T, admin *testServer, family string, labels map[string]string) float64 {
-	t.Helper()
-	v, _ := sample(scrape(t, admin), family, labels)
-	return v
-}
-
 // waitForMetric waits up to 30s for a series to reach want.
 func waitForMetric(t *testing.T, admin *testServer, family string, labels map[string]string, want float64) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got := metricValue(t, admin, family, labels)
+		got := admin.Metric(t, family, labels)
 		if got == want {
 			return
 		}

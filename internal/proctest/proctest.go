@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,4 +127,16 @@ func Start(t testing.TB, env []string, dbPath string, flags ...string) *Process 
 		t.Fatal("the binary did not listen within 20s")
 		return nil
 	}
+}
+
+// FreeLoopbackAddr returns a loopback address whose port was free a moment ago: for a listener of
+// the binary's that it does not report, such as -admin-addr.
+func FreeLoopbackAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

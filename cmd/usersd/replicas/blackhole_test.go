@@ -1,4 +1,4 @@
-package main
+package replicas_test
 
 import (
 	"database/sql"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"usersd/internal/apitest"
 	"usersd/internal/proctest"
 	"usersd/store/storetest"
 )
@@ -50,7 +51,7 @@ func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 
 	deadline := faulted.Add(faultBound)
 	for n := 0; ; n++ {
-		status, err := postJSON(well.BaseURL+"/users", fmt.Sprintf(`{"name":"well %d"}`, n))
+		status, _, err := apitest.PostJSON(well.BaseURL+"/users", fmt.Sprintf(`{"name":"well %d"}`, n))
 		if err == nil && status == http.StatusCreated {
 			t.Logf("the well replica created a user %v after the fault", time.Since(faulted).Round(time.Millisecond))
 			break
@@ -95,7 +96,7 @@ func TestABlackHoledReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 	stopWriters()
 	for n := 0; ; n++ {
 		read := getStatus(sick.BaseURL + "/users?limit=1")
-		created, _ := postJSON(sick.BaseURL+"/users", fmt.Sprintf(`{"name":"healed %d"}`, n))
+		created, _, _ := apitest.PostJSON(sick.BaseURL+"/users", fmt.Sprintf(`{"name":"healed %d"}`, n))
 		if read == http.StatusOK && created == http.StatusCreated {
 			break
 		}
@@ -183,7 +184,7 @@ func TestAFrozenReplicaDoesNotHoldTheOthersWrites(t *testing.T) {
 	var slowest time.Duration
 	for ; time.Since(frozenAt) < 8*time.Second; creates++ {
 		start := time.Now()
-		status, err := postJSON(well.BaseURL+"/users", fmt.Sprintf(`{"name":"well %d"}`, creates))
+		status, _, err := apitest.PostJSON(well.BaseURL+"/users", fmt.Sprintf(`{"name":"well %d"}`, creates))
 		slowest = max(slowest, time.Since(start))
 		if err != nil || status != http.StatusCreated {
 			close(sampling)

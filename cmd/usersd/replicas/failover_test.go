@@ -1,4 +1,4 @@
-package main
+package replicas_test
 
 import (
 	"encoding/json"
@@ -87,7 +87,7 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	for _, id := range load.acked {
 		acked[int(id)] = true
 	}
-	stored := listAllIDs(t, s)
+	stored := s.ListIDs(t)
 	if len(stored) != len(acked) {
 		t.Errorf("%d users stored, %d creates acknowledged", len(stored), len(acked))
 	}

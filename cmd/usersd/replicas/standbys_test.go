@@ -1,4 +1,4 @@
-package main
+package replicas_test
 
 import (
 	"fmt"
@@ -33,7 +33,7 @@ func testStandbysNeverAnswerATokenWithOlderData(t *testing.T, throughPgBouncer b
 		needPgBouncer(t) // before the cluster, which takes seconds to build, not after it
 	}
 	c := storetest.StartCluster(t)
-	adminAddr := freeLoopbackAddr(t)
+	adminAddr := proctest.FreeLoopbackAddr(t)
 	flags := []string{"-db-read", c.Sync.URL() + " " + c.Async.URL(), "-db-read-max-lag", "500ms", "-admin-addr", adminAddr}
 	db := c.Primary.URL()
 	if throughPgBouncer {
@@ -91,14 +91,14 @@ func testStandbysNeverAnswerATokenWithOlderData(t *testing.T, throughPgBouncer b
 	}
 
 	reads := func(target, reason string) float64 {
-		return metricValue(t, admin, "usersd_db_reads_total", map[string]string{"target": target, "reason": reason})
+		return admin.Metric(t, "usersd_db_reads_total", map[string]string{"target": target, "reason": reason})
 	}
 	if reads("primary", "not_replayed") == 0 || reads("primary", "no_fresh_standby") == 0 || reads("standby", "fresh") == 0 {
 		t.Errorf("read routes: primary not_replayed %v, primary no_fresh_standby %v, standby fresh %v; want each counted",
 			reads("primary", "not_replayed"), reads("primary", "no_fresh_standby"), reads("standby", "fresh"))
 	}
 	for _, sb := range []*storetest.Server{c.Sync, c.Async} {
-		lag := metricValue(t, admin, "usersd_db_standby_lag_seconds", map[string]string{"standby": sb.Hostport()})
+		lag := admin.Metric(t, "usersd_db_standby_lag_seconds", map[string]string{"standby": sb.Hostport()})
 		if lag < 1.5 {
 			t.Errorf("standby %s paused 2 s ago reports a lag of %v s", sb.Name, lag)
 		}

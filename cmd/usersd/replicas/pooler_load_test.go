@@ -1,4 +1,4 @@
-package main
+package replicas_test
 
 import (
 	"context"
