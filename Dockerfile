@@ -7,7 +7,7 @@
 # On PostgreSQL, give USERS_DB a postgres:// URL instead of the volume. Probes: GET /livez for
 # liveness, GET /readyz for readiness (see docs/DEPLOYMENT.md#probes-and-stopping).
 
-FROM golang:1.26-bookworm AS build
+FROM golang:1.27-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

@@ -16,7 +16,7 @@ import (
 // TestTheContainerImageRecipe checks the Dockerfile as far as a machine without a container
 // runtime can: two stages, a final base with nothing but the binary, a user without privileges,
 // and a build that gives a static binary (CGO_ENABLED=0, -trimpath), which is how the tests' one
-// binary is built (usersdBinary), and that binary is checked: no dynamic loader, no shared library,
+// binary is built (proctest.Binary), and that binary is checked: no dynamic loader, no shared library,
 // and it runs. (CI also lints the file with dockerfilelint.)
 func TestTheContainerImageRecipe(t *testing.T) {
 	recipe, err := os.ReadFile("../../Dockerfile")
@@ -28,6 +28,17 @@ func TestTheContainerImageRecipe(t *testing.T) {
 	if len(froms) != 2 || !strings.HasPrefix(froms[1][1], "gcr.io/distroless/static") {
 		t.Fatalf("stages %v; want a build stage and a distroless static one", froms)
 	}
+	goMod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goLine := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(goMod)
+	if goLine == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	if !strings.HasPrefix(froms[0][1], "golang:"+string(goLine[1])+"-") {
+		t.Fatalf("the build stage is %s; want golang:%s-..., the Go that go.mod asks for", froms[0][1], goLine[1])
+	}
 	user := regexp.MustCompile(`(?m)^USER (\S+)`).FindStringSubmatch(text)
 	if user == nil || strings.HasPrefix(user[1], "root") || strings.HasPrefix(user[1], "0") {
 		t.Fatalf("USER %v; want a user without privileges", user)
@@ -37,7 +48,7 @@ func TestTheContainerImageRecipe(t *testing.T) {
 		t.Fatal("no static, path-free build of ./cmd/usersd as the entry point")
 	}
 
-	// The tests' one binary is built the image's way (see usersdBinary): check that one.
+	// The tests' one binary is built the image's way (see proctest.Binary): check that one.
 	bin := proctest.Binary(t)
 	f, err := elf.Open(bin)
 	if err != nil {
