@@ -219,8 +219,11 @@ func TestHostileInputs(t *testing.T) {
 		{name: "10,000 headers", send: raw(headerFlood(10_000, "GET /health HTTP/1.1\r\n")), status: 431, kind: hostileBare},
 		{name: "10,000 headers on a keyless write", send: raw(headerFlood(10_000, "DELETE "+user+" HTTP/1.1\r\n")), status: 431, kind: hostileBare},
 		{name: "one header of 100 KB", send: raw("GET /users HTTP/1.1\r\nHost: usersd\r\nX-Big: " + strings.Repeat("a", 100<<10) + "\r\nConnection: close\r\n\r\n"), status: 431, kind: hostileBare},
-		{name: "1000 headers under the limit reach /info", send: raw(headerFlood(1000, "GET /info HTTP/1.1\r\n")), status: 200, kind: hostileOK, check: func(t *testing.T, res response) {
-			if !strings.Contains(string(res.Body), `"x-flood-999":"v"`) {
+		// Since Go 1.27 net/http also refuses more than 500 header values (http.DefaultMaxHeaderValueCount),
+		// however few bytes they take.
+		{name: "600 small headers", send: raw(headerFlood(600, "GET /info HTTP/1.1\r\n")), status: 431, kind: hostileBare},
+		{name: "400 headers under both limits reach /info", send: raw(headerFlood(400, "GET /info HTTP/1.1\r\n")), status: 200, kind: hostileOK, check: func(t *testing.T, res response) {
+			if !strings.Contains(string(res.Body), `"x-flood-399":"v"`) {
 				t.Errorf("/info lacks the last header: %.200s", res.Body)
 			}
 		}},
