@@ -111,7 +111,7 @@ func (b *answerBudget) refused() error {
 	if b.refusals != nil {
 		b.refusals.Inc()
 	}
-	return newHTTPError(http.StatusServiceUnavailable, connect.CodeUnavailable,
+	return newHTTPError(http.StatusServiceUnavailable, connect.CodeUnavailable, reasonAnswersOverBudget,
 		"the server holds as many answers for slow clients as its memory allows; retry shortly")
 }
 

@@ -68,7 +68,7 @@ func (a *authorizer) require(need auth.Scopes, publicRead bool, next http.Handle
 		switch d.Verdict {
 		case auth.Pass:
 		case auth.Unavailable: // not a refusal: the service cannot tell yet
-			a.errs.write(w, r, connect.NewError(connect.CodeUnavailable, d.Err))
+			a.errs.write(w, r, users.NewError(connect.CodeUnavailable, users.ReasonNone, "%s", d.Err))
 			return
 		default:
 			a.refuse(w, r, d)
@@ -96,11 +96,11 @@ func (a *authorizer) refuse(w http.ResponseWriter, r *http.Request, d auth.Decis
 	var err error
 	switch d.Verdict {
 	case auth.MissingScope:
-		err = connect.NewError(connect.CodePermissionDenied, d.Err)
+		err = users.NewError(connect.CodePermissionDenied, users.ReasonNone, "%s", d.Err)
 	case auth.OverRate:
-		err = newHTTPError(http.StatusTooManyRequests, connect.CodeResourceExhausted, "%s", d.Err)
+		err = newHTTPError(http.StatusTooManyRequests, connect.CodeResourceExhausted, reasonRateLimited, "%s", d.Err)
 	default:
-		err = connect.NewError(connect.CodeUnauthenticated, d.Err)
+		err = users.NewError(connect.CodeUnauthenticated, users.ReasonNone, "%s", d.Err)
 	}
 	a.errs.write(w, r, err)
 }

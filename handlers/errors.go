@@ -6,7 +6,6 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,32 +25,42 @@ const internalErrorMessage = "Internal Server Error"
 type httpError struct {
 	status  int          // the REST answer
 	code    connect.Code // what an RPC client gets instead
+	reason  users.Reason // what went wrong (the ErrorInfo and REST "reason"); ReasonNone: the code's
 	message string
 }
 
 func (e *httpError) Error() string { return e.message }
 
-func newHTTPError(status int, code connect.Code, format string, args ...any) *httpError {
-	return &httpError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+func newHTTPError(status int, code connect.Code, reason users.Reason, format string, args ...any) *httpError {
+	return &httpError{status: status, code: code, reason: reason, message: fmt.Sprintf(format, args...)}
 }
 
-// invalidArgument is the error of every bad input the HTTP face finds itself (a path, a query, a
-// header, a body that is not JSON); the service finds the rest.
-func invalidArgument(format string, args ...any) error {
-	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(format, args...))
-}
+// The reasons of the errors of HTTP itself (see users.Reason): where one code stands for several
+// failures, the reason says which.
+const (
+	reasonUnsupportedMediaType users.Reason = "UNSUPPORTED_MEDIA_TYPE"
+	reasonBodyTooLarge         users.Reason = "BODY_TOO_LARGE"
+	reasonMethodNotAllowed     users.Reason = "METHOD_NOT_ALLOWED"
+	reasonRateLimited          users.Reason = "RATE_LIMITED"
+	reasonTooManyWatchers      users.Reason = "TOO_MANY_WATCHERS"
+	reasonAnswersOverBudget    users.Reason = "ANSWERS_OVER_BUDGET"
+	reasonNoRoute              users.Reason = "NO_ROUTE"
+	reasonNoProcedure          users.Reason = "NO_PROCEDURE"
+	reasonNoService            users.Reason = "NO_SERVICE"
+)
 
-// publicError returns what the client may see of err. Faults (any error that is neither a
-// *users.Error nor a *connect.Error, internal ones, and a store that is unavailable) are logged and
-// replaced by a fixed message.
+// publicError returns what the client may see of err. The service's errors (*users.Error) and
+// those of HTTP itself (*httpError) get the details of their reason (withDetails). A *connect.Error
+// that a handler made passes as it was made, with its details and metadata. Faults (any other
+// error, and every error of code internal, unknown or data_loss) and a store that is unavailable
+// are logged and replaced by a fixed message: a fault says nothing of its cause.
 func publicError(ctx context.Context, logger *slog.Logger, err error) *connect.Error {
 	var he *httpError
-	if errors.As(err, &he) {
-		return connect.NewError(he.code, errors.New(he.message))
-	}
 	var ue *users.Error
 	var ce *connect.Error
 	switch {
+	case errors.As(err, &he):
+		return withDetails(connect.NewError(he.code, errors.New(he.message)), err)
 	case errors.As(err, &ue):
 		ce = connect.NewError(ue.Code(), errors.New(ue.Error()))
 	case !errors.As(err, &ce):
@@ -61,13 +70,15 @@ func publicError(ctx context.Context, logger *slog.Logger, err error) *connect.E
 	case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss:
 		logger.ErrorContext(ctx, "request failed", "error", err)
 		//lint:ignore ST1005 the capitalised text is the contract's fixed answer to every fault
-		return connect.NewError(connect.CodeInternal, errors.New(internalErrorMessage))
+		return withDetails(connect.NewError(connect.CodeInternal, errors.New(internalErrorMessage)), nil)
 	case connect.CodeUnavailable:
-		if errors.As(err, &ue) && !errors.Is(err, store.ErrUnavailable) {
-			return ce // the service's own words (the server is stopping, say): no fault of the store
+		if errors.Is(err, store.ErrUnavailable) {
+			logger.WarnContext(ctx, "store unavailable", "error", err)
+			return withDetails(connect.NewError(connect.CodeUnavailable, errors.New("the service is temporarily unavailable; retry later")), nil)
 		}
-		logger.WarnContext(ctx, "store unavailable", "error", err)
-		return connect.NewError(connect.CodeUnavailable, errors.New("the service is temporarily unavailable; retry later"))
+	}
+	if ue != nil {
+		return withDetails(ce, err)
 	}
 	return ce
 }
@@ -145,20 +156,13 @@ func (ew *errorWriter) write(w http.ResponseWriter, r *http.Request, err error) 
 	case connect.CodeUnavailable: // the store or the answer budget: both pass in seconds
 		w.Header().Set("Retry-After", "1")
 	}
-	writeErrorJSON(w, restStatusOf(err, ce), ce.Message())
+	writeJSONBytes(w, restStatusOf(err, ce), errorBodyOf(ce))
 }
 
-// writeErrorJSON writes the REST error body {"error": message}.
-func writeErrorJSON(w http.ResponseWriter, status int, message string) {
-	writeJSONBytes(w, status, errorBody(message))
-}
-
-// errorBody is the REST error body {"error": message}, also the data of an SSE "error" event.
-func errorBody(message string) []byte {
-	body, _ := json.Marshal(struct {
-		Error string `json:"error"`
-	}{message}) // a struct of one string always encodes
-	return body
+// writeUnavailableJSON writes the REST error body of a server that cannot answer yet: 503 with
+// message, the reason UNAVAILABLE.
+func writeUnavailableJSON(w http.ResponseWriter, message string) {
+	writeJSONBytes(w, http.StatusServiceUnavailable, errorBodyOf(connect.NewError(connect.CodeUnavailable, errors.New(message))))
 }
 
 // sanitizeErrors is the RPC side of the final error handler: it passes every error an RPC returns,

@@ -42,7 +42,7 @@ func TestAFaultIsAnsweredWithTheFixedMessageOnEveryProtocol(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != 500 || string(body) != `{"error":"Internal Server Error"}` {
+	if res.StatusCode != 500 || string(body) != `{"error":"Internal Server Error","reason":"INTERNAL"}` {
 		t.Fatalf("REST: %d %s", res.StatusCode, body)
 	}
 	if id := res.Header.Get("X-Request-Id"); !strings.Contains(logs.String(), id) || !strings.Contains(logs.String(), "database is closed") {
@@ -80,7 +80,7 @@ func TestAPanicIsAnsweredInTheRequestsProtocol(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != 500 || string(body) != `{"error":"Internal Server Error"}` || strings.Contains(string(body), "secret") {
+	if res.StatusCode != 500 || string(body) != `{"error":"Internal Server Error","reason":"INTERNAL"}` || strings.Contains(string(body), "secret") {
 		t.Fatalf("REST: %d %s", res.StatusCode, body)
 	}
 	if !strings.Contains(logs.String(), "deliberate: secret detail") {

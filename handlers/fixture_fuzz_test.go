@@ -32,7 +32,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,6 +52,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
 	"usersd/store"
 	"usersd/store/sqlstore"
 	"usersd/users"
@@ -431,7 +431,7 @@ func (fx *fzFixture) check(t *testing.T, res *fzResponse) {
 	case s >= 400:
 		message, err := fzCheckErrorBody(res.body)
 		if err != nil {
-			t.Fatalf("a %d body is not {\"error\": \"<what is wrong>\"}: %v\n%s", s, err, res)
+			t.Fatalf("a %d body is not the REST error body: %v\n%s", s, err, res)
 		}
 		if message == internalErrorMessage {
 			t.Fatalf("a %d answer with the message of a fault:\n%s", s, res)
@@ -496,41 +496,10 @@ func fzCheckJSONType(t *testing.T, res *fzResponse) {
 	}
 }
 
-// fzCheckErrorBody checks that body is exactly one JSON object with one member, "error", whose value
-// is a non-empty string, and nothing after it; it returns that string.
+// fzCheckErrorBody is apitest.CheckErrorBody's message and verdict.
 func fzCheckErrorBody(body []byte) (message string, err error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	want := func(what string, ok func(json.Token) bool) error {
-		tok, err := dec.Token()
-		if err != nil {
-			return fmt.Errorf("want %s: %w", what, err)
-		}
-		if !ok(tok) {
-			return fmt.Errorf("want %s, got %v", what, tok)
-		}
-		if s, isString := tok.(string); isString && what != `"error"` {
-			message = s
-		}
-		return nil
-	}
-	steps := []struct {
-		what string
-		ok   func(json.Token) bool
-	}{
-		{"{", func(tok json.Token) bool { return tok == json.Delim('{') }},
-		{`"error"`, func(tok json.Token) bool { return tok == "error" }},
-		{"a non-empty string", func(tok json.Token) bool { s, ok := tok.(string); return ok && s != "" }},
-		{"} after the one member", func(tok json.Token) bool { return tok == json.Delim('}') }},
-	}
-	for _, step := range steps {
-		if err := want(step.what, step.ok); err != nil {
-			return "", err
-		}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return "", fmt.Errorf("data after the object (%v)", err)
-	}
-	return message, nil
+	message, _, err = apitest.CheckErrorBody(body)
+	return message, err
 }
 
 // settle compares the store with the seeded snapshot. A 4xx (or 304) must have changed nothing; a

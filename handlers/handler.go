@@ -190,7 +190,7 @@ func withMiddleware(cfg Config, obs observer, routes *routeTable, budget *answer
 func withCleanPaths(errs *errorWriter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isAliasEncoding(r.URL) || !isCleanPath(r.URL.EscapedPath()) {
-			errs.write(w, r, connect.NewError(connect.CodeNotFound, fmt.Errorf("no route for %s: the path is not in its clean form", r.URL.EscapedPath())))
+			errs.write(w, r, users.NewError(connect.CodeNotFound, reasonNoRoute, "no route for %s: the path is not in its clean form", r.URL.EscapedPath()))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -214,15 +214,15 @@ func answerMiss(known *http.ServeMux, errs *errorWriter) http.Handler {
 		if miss.status == http.StatusMethodNotAllowed {
 			allow := miss.header.Get("Allow")
 			w.Header().Set("Allow", allow)
-			errs.write(w, r, newHTTPError(http.StatusMethodNotAllowed, connect.CodeUnimplemented,
+			errs.write(w, r, newHTTPError(http.StatusMethodNotAllowed, connect.CodeUnimplemented, reasonMethodNotAllowed,
 				"method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow))
 			return
 		}
 		if errs.routes.isRPC(r) {
-			errs.write(w, r, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("no procedure %s", r.URL.Path)))
+			errs.write(w, r, users.NewError(connect.CodeUnimplemented, reasonNoProcedure, "no procedure %s", r.URL.Path))
 			return
 		}
-		errs.write(w, r, connect.NewError(connect.CodeNotFound, fmt.Errorf("no route for %s", r.URL.Path)))
+		errs.write(w, r, users.NewError(connect.CodeNotFound, reasonNoRoute, "no route for %s", r.URL.Path))
 	})
 }
 

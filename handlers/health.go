@@ -3,7 +3,6 @@ package handlers
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"usersd/gen/users/v1/usersv1connect"
 	"usersd/store"
+	"usersd/users"
 )
 
 // healthTimeout bounds the store ping of a health check, so a hung database reads as unhealthy
@@ -47,7 +47,7 @@ var _ grpchealth.Checker = (*storeHealth)(nil)
 
 func (h *storeHealth) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
 	if req.Service != "" && req.Service != usersv1connect.UsersName {
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %q", req.Service))
+		return nil, users.NewError(connect.CodeNotFound, reasonNoService, "unknown service %q", req.Service)
 	}
 	if !h.serving(ctx) {
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil

@@ -20,18 +20,18 @@ func idempotencyKey(r *http.Request) (string, error) {
 	case len(values) == 0:
 		return "", nil
 	case len(values) > 1:
-		return "", invalidArgument("send one %s header, not %d", idempotencyKeyHeader, len(values))
+		return "", users.InvalidField(idempotencyKeyHeader, "send one %s header, not %d", idempotencyKeyHeader, len(values))
 	}
 	key := values[0]
 	if strings.HasPrefix(key, `"`) {
 		unquoted, ok := unquoteStructuredString(key)
 		if !ok {
-			return "", invalidArgument(`%s %s is not a valid quoted string: "...", with \" and \\ the only escapes`, idempotencyKeyHeader, key)
+			return "", users.InvalidField(idempotencyKeyHeader, `%s %s is not a valid quoted string: "...", with \" and \\ the only escapes`, idempotencyKeyHeader, key)
 		}
 		key = unquoted
 	}
 	if key == "" {
-		return "", invalidArgument("%s is empty", idempotencyKeyHeader)
+		return "", users.InvalidField(idempotencyKeyHeader, "%s is empty", idempotencyKeyHeader)
 	}
 	return key, users.CheckRequestID(idempotencyKeyHeader, key)
 }

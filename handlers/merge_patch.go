@@ -21,7 +21,7 @@ func mergePatch(body []byte) (*usersv1.User, *fieldmaskpb.FieldMask, error) {
 	// The strict codec checks types, unknown and repeated members, and that the patch is an object
 	// (a patch of another JSON type would replace the user with something that is not a user).
 	if err := unmarshalJSON(body, user); err != nil {
-		return nil, nil, invalidArgument("%v", err)
+		return nil, nil, users.InvalidField("body", "%v", err)
 	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(body, &members); err != nil {
@@ -39,7 +39,7 @@ func mergePatch(body []byte) (*usersv1.User, *fieldmaskpb.FieldMask, error) {
 			continue // ignored, as in every body; a conflicting id is still refused by UpdateUser
 		}
 		if string(value) == "null" && name == "name" {
-			return nil, nil, invalidArgument("name cannot be removed: it is required")
+			return nil, nil, users.InvalidField("name", "name cannot be removed: it is required")
 		}
 		mask.Paths = append(mask.Paths, name)
 	}

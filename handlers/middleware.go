@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"time"
+	"usersd/users"
 
 	"connectrpc.com/connect"
 )
@@ -169,7 +170,7 @@ func withConnectGETChecks(routes *routeTable, next http.Handler) http.Handler {
 		if r.Method == http.MethodGet && r.URL.RawQuery != "" && routes.isRPC(r) {
 			query := r.URL.Query()
 			if message := query.Get("message"); query.Get("base64") == "1" && !isURLBase64(message) {
-				routes.errs.write(w, r, connect.NewError(connect.CodeInvalidArgument, errors.New("the message parameter is not URL-safe base64")))
+				routes.errs.write(w, r, users.InvalidField("message", "the message parameter is not URL-safe base64"))
 				return
 			}
 		}
@@ -196,7 +197,10 @@ func (b unreadableBodyIsInvalid) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	var tooLarge *http.MaxBytesError
 	if err != nil && err != io.EOF && !errors.As(err, &tooLarge) {
-		err = connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("the request body could not be read: %w", err))
+		// A connect error, for connect's own reading of the body passes it on as it is; with the
+		// details the service's errors carry.
+		invalid := users.InvalidField("body", "the request body could not be read: %v", err)
+		err = withDetails(connect.NewError(connect.CodeInvalidArgument, invalid), invalid)
 	}
 	return n, err
 }

@@ -64,7 +64,7 @@ func watchRequestOf(r *http.Request) (*usersv1.WatchUsersRequest, error) {
 	if resume != "" {
 		after, err := strconv.ParseInt(strings.TrimSpace(resume), 10, 64)
 		if err != nil || after < 0 {
-			return nil, invalidArgument("%s must be the sequence of a change (a whole number, 0 or more), got %q", name, resume)
+			return nil, users.InvalidField(name, "%s must be the sequence of a change (a whole number, 0 or more), got %q", name, resume)
 		}
 		req.AfterSequence = &after
 	}
@@ -124,7 +124,7 @@ func (s *eventStream) Send(batch []*usersv1.UserEvent) error {
 func (s *eventStream) sendError(err *connect.Error) {
 	s.buf.Reset()
 	s.buf.WriteString("event: error\ndata: ")
-	s.buf.Write(errorBody(err.Message()))
+	s.buf.Write(errorBodyOf(err))
 	s.buf.WriteString("\n\n")
 	s.write() // the stream ends either way
 }

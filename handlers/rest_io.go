@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"usersd/users"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -37,16 +38,16 @@ func readBody(r *http.Request, accepted ...string) ([]byte, error) {
 	header := headerValue(r.Header, "Content-Type")
 	mediaType, params, err := mime.ParseMediaType(header)
 	if err != nil || !slices.Contains(accepted, mediaType) {
-		return nil, newHTTPError(http.StatusUnsupportedMediaType, connect.CodeInvalidArgument,
+		return nil, newHTTPError(http.StatusUnsupportedMediaType, connect.CodeInvalidArgument, reasonUnsupportedMediaType,
 			"Content-Type must be %s, got %q", strings.Join(accepted, " or "), header)
 	}
 	if charset, ok := params["charset"]; ok && !strings.EqualFold(charset, "utf-8") {
-		return nil, newHTTPError(http.StatusUnsupportedMediaType, connect.CodeInvalidArgument, "JSON must be UTF-8, got charset %q", charset)
+		return nil, newHTTPError(http.StatusUnsupportedMediaType, connect.CodeInvalidArgument, reasonUnsupportedMediaType, "JSON must be UTF-8, got charset %q", charset)
 	}
 	body, err := io.ReadAll(r.Body)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return nil, newHTTPError(http.StatusRequestEntityTooLarge, connect.CodeResourceExhausted, "the body is larger than %d bytes", tooLarge.Limit)
+		return nil, newHTTPError(http.StatusRequestEntityTooLarge, connect.CodeResourceExhausted, reasonBodyTooLarge, "the body is larger than %d bytes", tooLarge.Limit)
 	}
 	if err != nil {
 		return nil, err // invalid_argument, from withBodyLimit's reader
@@ -61,7 +62,7 @@ func decodeBody(r *http.Request, m proto.Message) error {
 		return err
 	}
 	if err := unmarshalJSON(body, m); err != nil {
-		return invalidArgument("%v", err)
+		return users.InvalidField("body", "%v", err)
 	}
 	return nil
 }

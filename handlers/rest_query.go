@@ -25,17 +25,17 @@ type collectionQuery struct {
 func parseCollectionQuery(r *http.Request, allowed ...string) (collectionQuery, error) {
 	values, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return collectionQuery{}, invalidArgument("malformed query string: %v", err)
+		return collectionQuery{}, users.InvalidField("query", "malformed query string: %v", err)
 	}
 	for name, vs := range values {
 		if !utf8.ValidString(name) || !utf8.ValidString(strings.Join(vs, "")) {
-			return collectionQuery{}, invalidArgument("query parameter %q is not valid UTF-8", strings.ToValidUTF8(name, "\uFFFD"))
+			return collectionQuery{}, users.InvalidField(strings.ToValidUTF8(name, "\uFFFD"), "query parameter %q is not valid UTF-8", strings.ToValidUTF8(name, "\uFFFD"))
 		}
 		if !slices.Contains(allowed, name) {
-			return collectionQuery{}, invalidArgument("unknown query parameter %q; allowed: %s", name, strings.Join(allowed, ", "))
+			return collectionQuery{}, users.InvalidField(name, "unknown query parameter %q; allowed: %s", name, strings.Join(allowed, ", "))
 		}
 		if len(vs) > 1 {
-			return collectionQuery{}, invalidArgument("query parameter %q is given %d times; give it once", name, len(vs))
+			return collectionQuery{}, users.InvalidField(name, "query parameter %q is given %d times; give it once", name, len(vs))
 		}
 	}
 	return collectionQuery{values: values}, nil
@@ -52,7 +52,7 @@ func (q collectionQuery) positive(name string) (int32, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 32)
 	if err != nil || n <= 0 {
-		return 0, invalidArgument("%s must be a positive integer up to %d, got %q", name, int32(^uint32(0)>>1), v)
+		return 0, users.InvalidField(name, "%s must be a positive integer up to %d, got %q", name, int32(^uint32(0)>>1), v)
 	}
 	return int32(n), nil
 }
@@ -81,12 +81,12 @@ func (q collectionQuery) paging() (paging, error) {
 	case "", "keyset":
 		p.keyset = mode == "keyset"
 	default:
-		return paging{}, invalidArgument("pagination must be keyset (or absent, for page numbers), got %q", mode)
+		return paging{}, users.InvalidField("pagination", "pagination must be keyset (or absent, for page numbers), got %q", mode)
 	}
 	p.cursor = q.text("cursor")
 	p.keyset = p.keyset || p.cursor != ""
 	if p.keyset && p.page != 0 {
-		return paging{}, invalidArgument("page cannot be combined with keyset paging (pagination=keyset or cursor); follow the Link header's next instead")
+		return paging{}, users.InvalidField("page", "page cannot be combined with keyset paging (pagination=keyset or cursor); follow the Link header's next instead")
 	}
 	return p, nil
 }

@@ -165,7 +165,7 @@ func pathID(r *http.Request, name string) (int32, error) {
 	id, err := strconv.ParseInt(text, 10, 32)
 	// Only the canonical form names a user, so that one resource has one URL: not "+1" or "01".
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != text {
-		return 0, invalidArgument("%s must be a positive integer up to %d, got %q", name, int32(^uint32(0)>>1), text)
+		return 0, users.InvalidField(name, "%s must be a positive integer up to %d, got %q", name, int32(^uint32(0)>>1), text)
 	}
 	return int32(id), nil
 }

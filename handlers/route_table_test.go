@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/apitest"
 	"usersd/store/sqlstore"
 )
 
@@ -137,9 +138,8 @@ func TestEveryWriteIsRefusedWithoutAValidKey(t *testing.T) {
 						t.Fatalf("%q answered %d %s, want 401", r.pattern, res.status, res.body)
 					}
 					if method != http.MethodHead {
-						var e map[string]any
-						if err := json.Unmarshal(res.body, &e); err != nil || len(e) != 1 || e["error"] == "" || e["error"] == nil {
-							t.Fatalf("body %s, want {\"error\": ...}", res.body)
+						if _, reason, err := apitest.CheckErrorBody(res.body); err != nil || reason != "UNAUTHENTICATED" {
+							t.Fatalf("body %s (%v), want the error body of reason UNAUTHENTICATED", res.body, err)
 						}
 					}
 				})

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+	"usersd/users"
 )
 
 // healthREST answers exactly {"ok":true} while the store answers, and 503 {"ok":false} otherwise.
@@ -44,7 +45,7 @@ func readyzREST(health *storeHealth) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		if why := health.notReady(r.Context()); why != "" {
 			w.Header().Set("Retry-After", "1")
-			writeErrorJSON(w, http.StatusServiceUnavailable, why)
+			writeUnavailableJSON(w, why)
 			return
 		}
 		writeJSONBytes(w, http.StatusOK, []byte(`{"ok":true}`))
@@ -88,7 +89,7 @@ func echoREST(errs *errorWriter) http.Handler {
 			return err
 		}
 		if !json.Valid(body) || !utf8.Valid(body) { // json.Valid lets invalid UTF-8 through (RFC 8259 §8.1)
-			return invalidArgument("the body is not valid JSON in UTF-8")
+			return users.InvalidField("body", "the body is not valid JSON in UTF-8")
 		}
 		return writeJSON(w, http.StatusOK, map[string]json.RawMessage{"youSent": body})
 	})

@@ -90,7 +90,7 @@ func TestServiceRoutes(t *testing.T) {
 
 			t.Run("boom is a fixed 500 and its detail is logged with the request id", func(t *testing.T) {
 				res := s.Do(t, c, request{Method: "GET", Path: "/boom"})
-				if res.Status != 500 || string(res.Body) != `{"error":"Internal Server Error"}` {
+				if res.Status != 500 || string(res.Body) != `{"error":"Internal Server Error","reason":"INTERNAL"}` {
 					t.Fatalf("%d %s", res.Status, res.Body)
 				}
 				id := res.Header.Get("X-Request-Id")

@@ -17,7 +17,7 @@ func Starting() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Retry-After", "1")
-		writeErrorJSON(w, http.StatusServiceUnavailable, startingMessage)
+		writeUnavailableJSON(w, startingMessage)
 	})
 	return mux
 }

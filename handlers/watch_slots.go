@@ -46,10 +46,10 @@ func (s *watchSlots) take(r *http.Request) (release func(), err error) {
 	defer s.mu.Unlock()
 	switch {
 	case s.perConnection > 0 && s.byConnection[connection] >= s.perConnection:
-		return nil, newHTTPError(http.StatusTooManyRequests, connect.CodeResourceExhausted,
+		return nil, newHTTPError(http.StatusTooManyRequests, connect.CodeResourceExhausted, reasonTooManyWatchers,
 			"this connection has %d watches open, as many as one connection may; close one or open another connection", s.perConnection)
 	case s.perAddress > 0 && s.byAddress[address] >= s.perAddress:
-		return nil, newHTTPError(http.StatusTooManyRequests, connect.CodeResourceExhausted,
+		return nil, newHTTPError(http.StatusTooManyRequests, connect.CodeResourceExhausted, reasonTooManyWatchers,
 			"your address has %d watches open, as many as one address may; close one first", s.perAddress)
 	}
 	s.byConnection[connection]++

@@ -6,9 +6,20 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
+
+// UserNotFound is the ErrNotFound of the user with ID, which a Store returns (wrapped or not) so
+// that the client's error can name the id: errors.Is(err, ErrNotFound) holds, and errors.As finds
+// the id.
+type UserNotFound struct{ ID int32 }
+
+func (e UserNotFound) Error() string { return fmt.Sprintf("user %d not found", e.ID) }
+
+// Is makes errors.Is(err, ErrNotFound) hold for a UserNotFound.
+func (e UserNotFound) Is(target error) bool { return target == ErrNotFound }
 
 // Errors that every Store reports in the same way, so that the service can map them to one client
 // error each. Implementations wrap them with context; test with errors.Is.

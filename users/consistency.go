@@ -83,7 +83,7 @@ func parseConsistencyToken(token string) (store.Position, error) {
 	digits, ok := strings.CutPrefix(token, tokenPrefix)
 	position, err := strconv.ParseUint(digits, 16, 64)
 	if !ok || err != nil {
-		return 0, invalidArgument("%s %.40q is not one that this service issued: send back the token of a write as it was answered",
+		return 0, InvalidField(ConsistencyTokenHeader, "%s %.40q is not one that this service issued: send back the token of a write as it was answered",
 			ConsistencyTokenHeader, token)
 	}
 	return store.Position(position), nil

@@ -6,20 +6,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"connectrpc.com/connect"
 
 	"usersd/store"
 )
 
-// Reason says what went wrong where several failures share one code, in the manner of AIP-193's
-// ErrorInfo.reason. REST answers them with statuses of their own (412, 422, 410); RPC clients see
-// the code.
+// Reason says what went wrong, as AIP-193's ErrorInfo.reason does: every RPC error carries one in
+// a google.rpc.ErrorInfo (domain "usersd"), and every REST error body in "reason". Where several
+// failures share one code, REST answers some of them with statuses of their own (412, 422, 410).
+// A reason is a constant of the contract: clients branch on it, so it never changes once served.
 type Reason string
 
 const (
-	// ReasonNone is the reason of an error whose code says it all.
+	// ReasonNone is the reason of an error whose code says it all: the client sees the code's
+	// own reason (see CodeReason).
 	ReasonNone Reason = ""
+	// ReasonInvalidField: a field of the request (or a header or parameter standing for one) breaks
+	// a rule; the error names it, and a google.rpc.BadRequest carries it as a field violation.
+	ReasonInvalidField Reason = "INVALID_FIELD"
+	// ReasonUserNotFound: the user (or the user that owns a post) does not exist; the error's
+	// metadata names its id.
+	ReasonUserNotFound Reason = "USER_NOT_FOUND"
 	// ReasonEtagMismatch: a write's etag precondition failed; nothing was written.
 	ReasonEtagMismatch Reason = "ETAG_MISMATCH"
 	// ReasonRequestInProgress: a request with the same idempotency key is still running.
@@ -38,7 +48,9 @@ type Error struct {
 	code    connect.Code
 	reason  Reason
 	message string
-	cause   error // what the message stands for, for the log; may be nil
+	field   string // the field an invalid argument names; "" for any other error
+	id      int32  // the user a not-found error names; 0 if none
+	cause   error  // what the message stands for, for the log; may be nil
 }
 
 // NewError returns an Error with the code, reason and message.
@@ -51,15 +63,44 @@ func (e *Error) Error() string { return e.message }
 // Code is the RPC code the client gets.
 func (e *Error) Code() connect.Code { return e.code }
 
-// Reason is what went wrong where the code is shared; ReasonNone otherwise.
-func (e *Error) Reason() Reason { return e.reason }
+// Reason is what went wrong: the error's own reason, or its code's (CodeReason).
+func (e *Error) Reason() Reason {
+	if e.reason == ReasonNone {
+		return CodeReason(e.code)
+	}
+	return e.reason
+}
+
+// Field is the request field (or the header or parameter that stands for one) whose value an
+// invalid argument refuses, as the client names it; "" for every other error.
+func (e *Error) Field() string { return e.field }
+
+// Metadata is what the error names, for ErrorInfo.metadata: the field of an invalid argument
+// ("field"), the user that was not found ("id"); nil if it names nothing.
+func (e *Error) Metadata() map[string]string {
+	switch {
+	case e.field != "":
+		return map[string]string{"field": e.field}
+	case e.id != 0:
+		return map[string]string{"id": strconv.FormatInt(int64(e.id), 10)}
+	}
+	return nil
+}
+
+// CodeReason is the reason of an error whose code says it all: the code's own name, in the upper
+// snake case of the reasons (NOT_FOUND, UNAUTHENTICATED, ...).
+func CodeReason(code connect.Code) Reason {
+	return Reason(strings.ToUpper(code.String()))
+}
 
 // Unwrap returns the error the message stands for, if any.
 func (e *Error) Unwrap() error { return e.cause }
 
-// invalidArgument is the error of every bad input.
-func invalidArgument(format string, args ...any) error {
-	return NewError(connect.CodeInvalidArgument, ReasonNone, format, args...)
+// InvalidField is the error of every bad input: field names what the client sent (a field of the
+// request, or the header or parameter that stands for one) and the message says what is wrong
+// with it, naming it too, so that a client that reads only the message still knows.
+func InvalidField(field, format string, args ...any) *Error {
+	return &Error{code: connect.CodeInvalidArgument, reason: ReasonInvalidField, field: field, message: fmt.Sprintf(format, args...)}
 }
 
 // codeError is an Error whose message is its cause's.
@@ -72,7 +113,13 @@ func codeError(code connect.Code, cause error) *Error {
 func fromStore(err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return codeError(connect.CodeNotFound, err)
+		e := codeError(connect.CodeNotFound, err)
+		e.reason = ReasonUserNotFound
+		var missing store.UserNotFound
+		if errors.As(err, &missing) {
+			e.id = missing.ID
+		}
+		return e
 	case errors.Is(err, store.ErrVersionMismatch):
 		return errEtagMismatch
 	case errors.Is(err, store.ErrRequestInProgress):

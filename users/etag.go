@@ -71,27 +71,27 @@ func parseEntityTags(value string) (tags []entityTag, wildcard bool, err error) 
 			tag.weak, rest = true, after
 		}
 		if !strings.HasPrefix(rest, `"`) {
-			return nil, false, invalidArgument("entity tag list %q: want * or quoted tags such as \"3\"", value)
+			return nil, false, InvalidField("etag", "entity tag list %q: want * or quoted tags such as \"3\"", value)
 		}
 		end := strings.IndexByte(rest[1:], '"')
 		if end < 0 {
-			return nil, false, invalidArgument("entity tag list %q: a tag has no closing quote", value)
+			return nil, false, InvalidField("etag", "entity tag list %q: a tag has no closing quote", value)
 		}
 		tag.opaque, rest = rest[1:1+end], rest[2+end:]
 		if !isEntityTagText(tag.opaque) {
-			return nil, false, invalidArgument("entity tag list %q: a tag holds a character that tags may not", value)
+			return nil, false, InvalidField("etag", "entity tag list %q: a tag holds a character that tags may not", value)
 		}
 		if len(tags) == MaxEntityTags {
-			return nil, false, invalidArgument("entity tag list %q: more than %d tags", value, MaxEntityTags)
+			return nil, false, InvalidField("etag", "entity tag list %q: more than %d tags", value, MaxEntityTags)
 		}
 		tags = append(tags, tag)
 		rest = strings.TrimLeft(rest, " \t")
 		if rest != "" && rest[0] != ',' {
-			return nil, false, invalidArgument("entity tag list %q: tags must be separated by commas", value)
+			return nil, false, InvalidField("etag", "entity tag list %q: tags must be separated by commas", value)
 		}
 	}
 	if len(tags) == 0 {
-		return nil, false, invalidArgument("entity tag list %q is empty", value)
+		return nil, false, InvalidField("etag", "entity tag list %q is empty", value)
 	}
 	return tags, false, nil
 }

@@ -28,11 +28,11 @@ const (
 // draft makes the Idempotency-Key header.
 func CheckRequestID(field, key string) error {
 	if len(key) > MaxRequestIDLength {
-		return invalidArgument("%s is %d characters long; at most %d are allowed", field, len(key), MaxRequestIDLength)
+		return InvalidField(field, "%s is %d characters long; at most %d are allowed", field, len(key), MaxRequestIDLength)
 	}
 	for i := range len(key) {
 		if key[i] < 0x20 || key[i] > 0x7e {
-			return invalidArgument("%s may hold only printable ASCII characters; character %d is not", field, i+1)
+			return InvalidField(field, "%s may hold only printable ASCII characters; character %d is not", field, i+1)
 		}
 	}
 	return nil

@@ -25,7 +25,7 @@ type pageToken struct {
 
 // errBadPageToken is the answer to a token that is not one of ours or belongs to another query.
 func errBadPageToken(why string) error {
-	return invalidArgument("page_token (cursor on REST) %s; start again from the first page", why)
+	return InvalidField("page_token", "page_token (cursor on REST) %s; start again from the first page", why)
 }
 
 // queryBinding hashes the parts of a list query that a token is bound to. A token used with another

@@ -1,7 +1,10 @@
 package users
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -242,17 +245,47 @@ func TestStoreErrorsBecomeTheirCodes(t *testing.T) {
 		code   connect.Code
 		reason Reason
 	}{
-		{store.ErrNotFound, connect.CodeNotFound, ReasonNone},
+		{store.ErrNotFound, connect.CodeNotFound, ReasonUserNotFound},
 		{store.ErrVersionMismatch, connect.CodeAborted, ReasonEtagMismatch},
 		{store.ErrRequestInProgress, connect.CodeAborted, ReasonRequestInProgress},
 		{store.ErrRequestMismatch, connect.CodeFailedPrecondition, ReasonRequestMismatch},
-		{store.ErrUnavailable, connect.CodeUnavailable, ReasonNone},
+		{store.ErrUnavailable, connect.CodeUnavailable, "UNAVAILABLE"},
 	} {
 		wantCode(t, c.err.Error(), fromStore(errors.Join(errors.New("context"), c.err)), c.code, c.reason)
 	}
 	fault := errors.New("disk on fire")
 	if got := fromStore(fault); got != fault {
 		t.Fatalf("a fault became %v; it must stay a fault, for the final error handler to hide", got)
+	}
+}
+
+// TestErrorsNameWhatTheyRefuse: every error has a reason (its own, or its code's), and names what it
+// is about in its metadata: the field of a bad input, the id of a user that does not exist.
+func TestErrorsNameWhatTheyRefuse(t *testing.T) {
+	for _, c := range []struct {
+		what     string
+		err      error
+		reason   Reason
+		metadata map[string]string
+	}{
+		{"an empty name", checkRequiredText("name", "", maxNameLength), ReasonInvalidField, map[string]string{"field": "name"}},
+		{"a bad update mask", func() error {
+			_, err := userChanges(&usersv1.User{}, &fieldmaskpb.FieldMask{Paths: []string{"nope"}})
+			return err
+		}(),
+			ReasonInvalidField, map[string]string{"field": "update_mask"}},
+		{"a missing user", fromStore(fmt.Errorf("read: %w", store.UserNotFound{ID: 7})), ReasonUserNotFound, map[string]string{"id": "7"}},
+		{"a missing user the store did not name", fromStore(store.ErrNotFound), ReasonUserNotFound, nil},
+		{"a canceled request", fromStore(context.Canceled), "CANCELED", nil},
+		{"an etag that does not match", fromStore(store.ErrVersionMismatch), ReasonEtagMismatch, nil},
+	} {
+		var e *Error
+		if !errors.As(c.err, &e) {
+			t.Fatalf("%s: %v (%T), want a *users.Error", c.what, c.err, c.err)
+		}
+		if e.Reason() != c.reason || !maps.Equal(e.Metadata(), c.metadata) {
+			t.Errorf("%s: reason %q metadata %v, want %q %v", c.what, e.Reason(), e.Metadata(), c.reason, c.metadata)
+		}
 	}
 }
 

@@ -143,7 +143,7 @@ func (s *Service) ListUsers(ctx context.Context, req *usersv1.ListUsersRequest) 
 // gets the first answer again, and the call says Replayed.
 func (s *Service) CreateUser(ctx context.Context, req *usersv1.CreateUserRequest) (*usersv1.CreateUserResponse, error) {
 	if req.GetUser() == nil {
-		return nil, invalidArgument("user is required")
+		return nil, InvalidField("user", "user is required")
 	}
 	if err := checkUserFields(req.GetUser()); err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func (s *Service) ReplaceUser(ctx context.Context, req *usersv1.ReplaceUserReque
 		return nil, err
 	}
 	if req.GetUser() == nil {
-		return nil, invalidArgument("user is required")
+		return nil, InvalidField("user", "user is required")
 	}
 	if err := checkBodyID("user.id", req.GetUser().GetId(), req.GetId()); err != nil {
 		return nil, err
@@ -287,7 +287,7 @@ func (s *Service) CreateUserPost(ctx context.Context, req *usersv1.CreateUserPos
 	}
 	p := req.GetPost()
 	if p == nil {
-		return nil, invalidArgument("post is required")
+		return nil, InvalidField("post", "post is required")
 	}
 	if err := checkBodyID("post.user_id", p.GetUserId(), req.GetUserId()); err != nil {
 		return nil, err

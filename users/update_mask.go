@@ -32,7 +32,7 @@ func userChanges(user *usersv1.User, mask *fieldmaskpb.FieldMask) (store.UserCha
 			setName, setRole = true, true
 		case outputOnlyUserFields[path]:
 		default:
-			return store.UserChanges{}, invalidArgument("update_mask: %q is not a field of User; use name, role or *", path)
+			return store.UserChanges{}, InvalidField("update_mask", "update_mask: %q is not a field of User; use name, role or *", path)
 		}
 	}
 	var changes store.UserChanges

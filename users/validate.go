@@ -27,7 +27,7 @@ const (
 // checkID rejects ids that can never exist: ids are positive.
 func checkID(field string, id int32) error {
 	if id <= 0 {
-		return invalidArgument("%s must be a positive integer, got %d", field, id)
+		return InvalidField(field, "%s must be a positive integer, got %d", field, id)
 	}
 	return nil
 }
@@ -35,7 +35,7 @@ func checkID(field string, id int32) error {
 // checkBodyID enforces that an id repeated in a body (output-only there) agrees with the target.
 func checkBodyID(field string, got, want int32) error {
 	if got != 0 && got != want {
-		return invalidArgument("%s %d in the body does not match %d in the request; leave it out or make it equal", field, got, want)
+		return InvalidField(field, "%s %d in the body does not match %d in the request; leave it out or make it equal", field, got, want)
 	}
 	return nil
 }
@@ -44,7 +44,7 @@ func checkBodyID(field string, got, want int32) error {
 // too long. A name of spaces, zero-width spaces or filler letters alone would show as nothing.
 func checkRequiredText(field, value string, maxLength int) error {
 	if !strings.ContainsFunc(value, isVisible) {
-		return invalidArgument("%s is required: it must hold at least one visible character", field)
+		return InvalidField(field, "%s is required: it must hold at least one visible character", field)
 	}
 	return checkLine(field, value, maxLength)
 }
@@ -60,10 +60,10 @@ func checkLine(field, value string, maxLength int) error {
 		return err
 	}
 	if strings.ContainsFunc(value, isLineSeparator) {
-		return invalidArgument("%s must be one line: no line or paragraph separators (U+2028, U+2029)", field)
+		return InvalidField(field, "%s must be one line: no line or paragraph separators (U+2028, U+2029)", field)
 	}
 	if strings.ContainsFunc(value, isBidiOverride) {
-		return invalidArgument("%s must not contain bidirectional embedding, override or isolate characters (U+202A to U+202E, U+2066 to U+2069)", field)
+		return InvalidField(field, "%s must not contain bidirectional embedding, override or isolate characters (U+202A to U+202E, U+2066 to U+2069)", field)
 	}
 	return nil
 }
@@ -73,13 +73,13 @@ func checkLine(field, value string, maxLength int) error {
 // characters. Page tokens, which carry stored values back, are checked with it.
 func checkStoredLine(field, value string, maxLength int) error {
 	if n := utf8.RuneCountInString(value); n > maxLength {
-		return invalidArgument("%s is %d characters long; at most %d are allowed", field, n, maxLength)
+		return InvalidField(field, "%s is %d characters long; at most %d are allowed", field, n, maxLength)
 	}
 	if !utf8.ValidString(value) {
-		return invalidArgument("%s must be UTF-8 text", field)
+		return InvalidField(field, "%s must be UTF-8 text", field)
 	}
 	if strings.ContainsFunc(value, unicode.IsControl) {
-		return invalidArgument("%s must not contain control characters", field)
+		return InvalidField(field, "%s must not contain control characters", field)
 	}
 	return nil
 }
@@ -104,10 +104,10 @@ func isVisible(r rune) bool {
 // checkText checks a multi-line text field: line breaks and tabs are fine, other control characters not.
 func checkText(field, value string, maxLength int) error {
 	if n := utf8.RuneCountInString(value); n > maxLength {
-		return invalidArgument("%s is %d characters long; at most %d are allowed", field, n, maxLength)
+		return InvalidField(field, "%s is %d characters long; at most %d are allowed", field, n, maxLength)
 	}
 	if strings.ContainsFunc(value, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' }) {
-		return invalidArgument("%s must not contain control characters other than line breaks and tabs", field)
+		return InvalidField(field, "%s must not contain control characters other than line breaks and tabs", field)
 	}
 	return nil
 }
@@ -116,13 +116,13 @@ func checkText(field, value string, maxLength int) error {
 // A page token names the page itself, so it cannot come with a page number.
 func pageBounds(page, limit int32, pageToken string) (offset int64, effectiveLimit int, err error) {
 	if page < 0 {
-		return 0, 0, invalidArgument("page must be a positive integer, got %d", page)
+		return 0, 0, InvalidField("page", "page must be a positive integer, got %d", page)
 	}
 	if page != 0 && pageToken != "" {
-		return 0, 0, invalidArgument("give page or page_token (cursor on REST), not both")
+		return 0, 0, InvalidField("page", "give page or page_token (cursor on REST), not both")
 	}
 	if limit < 0 {
-		return 0, 0, invalidArgument("limit must be a positive integer, got %d", limit)
+		return 0, 0, InvalidField("limit", "limit must be a positive integer, got %d", limit)
 	}
 	page, limit = EffectivePaging(page, limit)
 	return int64(page-1) * int64(limit), int(limit), nil
@@ -155,10 +155,10 @@ func parseSort(expr string) ([]store.SortKey, error) {
 		switch key.Field {
 		case store.SortByID, store.SortByName, store.SortByRole, store.SortByCreatedAt:
 		default:
-			return nil, invalidArgument("sort: cannot sort by %q; use id, name, role or createdAt, with a leading - for descending order", term)
+			return nil, InvalidField("sort", "sort: cannot sort by %q; use id, name, role or createdAt, with a leading - for descending order", term)
 		}
 		if seen[key.Field] {
-			return nil, invalidArgument("sort: %s appears more than once", key.Field)
+			return nil, InvalidField("sort", "sort: %s appears more than once", key.Field)
 		}
 		seen[key.Field] = true
 		keys = append(keys, key)

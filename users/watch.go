@@ -45,7 +45,7 @@ func (s *Service) Watch(ctx context.Context, req *usersv1.WatchUsersRequest, str
 	after := int64(-1) // from now
 	if req.AfterSequence != nil {
 		if after = req.GetAfterSequence(); after < 0 {
-			return invalidArgument("after_sequence must be 0 or more, got %d", after)
+			return InvalidField("after_sequence", "after_sequence must be 0 or more, got %d", after)
 		}
 	}
 	w, err := s.feed.join()

@@ -5,9 +5,13 @@
 package apitest
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -56,19 +60,66 @@ type Response struct {
 	Proto  string
 }
 
-// ErrorMessage returns the "error" member of a {"error": "..."} body, failing the test for any
-// other body.
+// ErrorMessage returns the "error" member of a REST error body, failing the test for a body that
+// is not one (see CheckErrorBody).
 func (r Response) ErrorMessage(t *testing.T) string {
 	t.Helper()
-	var body map[string]any
-	if err := json.Unmarshal(r.Body, &body); err != nil {
-		t.Fatalf("error body %q is not JSON: %v", r.Body, err)
-	}
-	msg, ok := body["error"].(string)
-	if !ok || len(body) != 1 || msg == "" {
-		t.Fatalf(`error body %s is not {"error": "<message>"}`, r.Body)
+	msg, _, err := CheckErrorBody(r.Body)
+	if err != nil {
+		t.Fatalf("error body %s: %v", r.Body, err)
 	}
 	return msg
+}
+
+// ErrorReason returns the "reason" member of a REST error body, failing the test for a body that
+// is not one (see CheckErrorBody).
+func (r Response) ErrorReason(t *testing.T) string {
+	t.Helper()
+	_, reason, err := CheckErrorBody(r.Body)
+	if err != nil {
+		t.Fatalf("error body %s: %v", r.Body, err)
+	}
+	return reason
+}
+
+// ErrorBody is the REST error body, as openapi.json's Error schema describes it.
+type ErrorBody struct {
+	Error           string            `json:"error"`
+	Reason          string            `json:"reason"`
+	Metadata        map[string]string `json:"metadata"`
+	FieldViolations []struct {
+		Field       string `json:"field"`
+		Description string `json:"description"`
+	} `json:"fieldViolations"`
+}
+
+// reasonPattern is the form of every reason: upper snake case.
+var reasonPattern = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
+
+// CheckErrorBody reads a REST error body and returns its message and reason, or what is wrong with
+// it: it must be JSON with nothing but the Error schema's members, a message, a reason in upper
+// snake case, and for a bad input (INVALID_FIELD) the field in its metadata and one field violation
+// naming the same field with the message.
+func CheckErrorBody(body []byte) (message, reason string, err error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var b ErrorBody
+	if err := dec.Decode(&b); err != nil {
+		return "", "", fmt.Errorf(`not {"error": "...", "reason": "..."}: %v`, err)
+	}
+	if dec.More() {
+		return "", "", errors.New("more than one JSON value")
+	}
+	switch {
+	case b.Error == "":
+		return "", "", errors.New(`no "error" message`)
+	case !reasonPattern.MatchString(b.Reason):
+		return "", "", fmt.Errorf(`"reason" %q is not an upper snake case constant`, b.Reason)
+	case b.Reason == "INVALID_FIELD" && (b.Metadata["field"] == "" || len(b.FieldViolations) != 1 ||
+		b.FieldViolations[0].Field != b.Metadata["field"] || b.FieldViolations[0].Description != b.Error):
+		return "", "", errors.New(`a bad input's body must name its field in "metadata" and in one of "fieldViolations", with the message`)
+	}
+	return b.Error, b.Reason, nil
 }
 
 // Request describes one HTTP request of a test.

@@ -32,7 +32,7 @@ func (s *Store) ListPosts(ctx context.Context, userID int32, q store.PostQuery) 
 			return fmt.Errorf("find user %d: %w", userID, err)
 		}
 		if !exists {
-			return fmt.Errorf("user %d %w", userID, store.ErrNotFound)
+			return store.UserNotFound{ID: userID}
 		}
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM posts WHERE user_id = $1`, userID).Scan(&page.Total); err != nil {
 			return fmt.Errorf("count posts of user %d: %w", userID, err)
@@ -69,7 +69,7 @@ func (s *Store) CreatePost(ctx context.Context, userID int32, np store.NewPost, 
 		// No row: the user did not exist. A foreign key violation: it existed when the statement
 		// looked, but a concurrent delete committed first (PostgreSQL, under READ COMMITTED).
 		if errors.Is(err, sql.ErrNoRows) || err != nil && s.dialect.foreignKeyViolation(err) {
-			return fmt.Errorf("user %d %w", userID, store.ErrNotFound)
+			return store.UserNotFound{ID: userID}
 		}
 		if err != nil {
 			return fmt.Errorf("insert post for user %d: %w", userID, err)

@@ -29,7 +29,7 @@ func scanUser(row scanner) (store.User, error) {
 func userResult(row *sql.Row, id int32) (store.User, error) {
 	u, err := scanUser(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return store.User{}, fmt.Errorf("user %d %w", id, store.ErrNotFound)
+		return store.User{}, store.UserNotFound{ID: id}
 	}
 	return u, err
 }
@@ -192,14 +192,14 @@ func versionCondition(ifVersion store.IfVersion, first int) (string, []any) {
 // in the write's own transaction.
 func whyNotWritten(ctx context.Context, tx writeTx, id int32, ifVersion store.IfVersion) error {
 	if ifVersion == nil {
-		return fmt.Errorf("user %d %w", id, store.ErrNotFound)
+		return store.UserNotFound{ID: id}
 	}
 	var exists bool
 	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE id = $1)`, id).Scan(&exists); err != nil {
 		return fmt.Errorf("find user %d: %w", id, err)
 	}
 	if !exists {
-		return fmt.Errorf("user %d %w", id, store.ErrNotFound)
+		return store.UserNotFound{ID: id}
 	}
 	return fmt.Errorf("user %d: %w", id, store.ErrVersionMismatch)
 }
