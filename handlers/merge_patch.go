@@ -18,6 +18,8 @@ import (
 // so merging is member by member. The mask is never nil, so an empty patch changes nothing.
 func mergePatch(body []byte) (*usersv1.User, *fieldmaskpb.FieldMask, error) {
 	user := &usersv1.User{}
+	// Output-only members are ignored whatever their values; the id stays, for UpdateUser to compare.
+	body = withoutOutputOnly(body, user.ProtoReflect().Descriptor(), "id")
 	// The strict codec checks types, unknown and repeated members, and that the patch is an object
 	// (a patch of another JSON type would replace the user with something that is not a user).
 	if err := unmarshalJSON(body, user); err != nil {

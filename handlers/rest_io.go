@@ -13,6 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 const (
@@ -55,12 +56,15 @@ func readBody(r *http.Request, accepted ...string) ([]byte, error) {
 	return body, nil
 }
 
-// decodeBody reads a JSON body into m with the service's strict protojson codec.
-func decodeBody(r *http.Request, m proto.Message) error {
+// decodeBody reads the JSON body of a write into m with the service's strict protojson codec,
+// ignoring its output-only members whatever their values, except pathBound, the field the request
+// compares with its path (see withoutOutputOnly).
+func decodeBody(r *http.Request, m proto.Message, pathBound protoreflect.Name) error {
 	body, err := readBody(r, mediaTypeJSON)
 	if err != nil {
 		return err
 	}
+	body = withoutOutputOnly(body, m.ProtoReflect().Descriptor(), pathBound)
 	if err := unmarshalJSON(body, m); err != nil {
 		return users.InvalidField("body", "%v", err)
 	}

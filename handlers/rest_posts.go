@@ -50,7 +50,7 @@ func createPostREST(service *users.Service, errs *errorWriter) http.Handler {
 			return err
 		}
 		post := &usersv1.Post{}
-		if err := decodeBody(r, post); err != nil {
+		if err := decodeBody(r, post, "user_id"); err != nil {
 			return err
 		}
 		ctx, call := writeContext(r)

@@ -48,7 +48,7 @@ func createUserREST(service *users.Service, errs *errorWriter) http.Handler {
 			return err
 		}
 		user := &usersv1.User{}
-		if err := decodeBody(r, user); err != nil {
+		if err := decodeBody(r, user, ""); err != nil { // a create has no id to compare: every output-only member goes
 			return err
 		}
 		ctx, call := writeContext(r)
@@ -88,7 +88,7 @@ func replaceUserREST(service *users.Service, errs *errorWriter) http.Handler {
 			return err
 		}
 		user := &usersv1.User{}
-		if err := decodeBody(r, user); err != nil {
+		if err := decodeBody(r, user, "id"); err != nil {
 			return err
 		}
 		ctx, call := writeContext(r)

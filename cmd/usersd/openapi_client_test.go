@@ -11,9 +11,9 @@ import (
 	"usersd/internal/proctest"
 )
 
-// webTools finds node and the page's npm tools (web/node_modules, from npm ci in web/). Without
-// them the test is skipped, saying how to run it, unless USERS_REQUIRE_NODE=1 (CI).
-func webTools(t *testing.T) (node, bin string) {
+// webTools finds node and the page's npm tools (web/node_modules, from npm ci in web/), tool among
+// them. Without them the test is skipped, saying how to run it, unless USERS_REQUIRE_NODE=1 (CI).
+func webTools(t *testing.T, tool string) (node, bin string) {
 	t.Helper()
 	bin, err := filepath.Abs("../../web/node_modules/.bin")
 	if err != nil {
@@ -21,7 +21,7 @@ func webTools(t *testing.T) (node, bin string) {
 	}
 	node, err = exec.LookPath("node")
 	if err == nil {
-		_, err = os.Stat(filepath.Join(bin, "openapi-typescript"))
+		_, err = os.Stat(filepath.Join(bin, tool))
 	}
 	if err != nil {
 		proctest.MissingTool(t, "USERS_REQUIRE_NODE", "needs node and the page's npm tools ("+err.Error()+"): run npm ci in web/")
@@ -33,7 +33,7 @@ func webTools(t *testing.T) (node, bin string) {
 // binary serves (openapi-typescript), type-checks web/openapi-client/client-test.ts against it, and
 // runs it against that binary: create, list with paging, patch with If-Match, delete.
 func TestAClientGeneratedFromTheDocumentWorks(t *testing.T) {
-	node, bin := webTools(t)
+	node, bin := webTools(t, "openapi-typescript")
 	_, s, _ := startProcess(t, filepath.Join(t.TempDir(), "users.db"))
 	work := t.TempDir()
 	modules := filepath.Dir(bin)

@@ -1,0 +1,29 @@
+// Output-only fields (AIP-203): the fields that the proto documents as set by the server. A request's
+// values for them are ignored, whatever they are, except where a request compares one with the
+// resource its path names (checkBodyID: a user's id, a post's user_id).
+package users
+
+import (
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	usersv1 "usersd/gen/users/v1"
+)
+
+// outputOnlyPostFields are the fields of Post, by proto name, that its comments mark output only.
+var outputOnlyPostFields = map[string]bool{"id": true, "user_id": true, "created_at": true}
+
+var (
+	userMessage = (&usersv1.User{}).ProtoReflect().Descriptor().FullName()
+	postMessage = (&usersv1.Post{}).ProtoReflect().Descriptor().FullName()
+)
+
+// IsOutputOnly reports whether fd is an output-only field of a resource (User or Post).
+func IsOutputOnly(fd protoreflect.FieldDescriptor) bool {
+	switch fd.ContainingMessage().FullName() {
+	case userMessage:
+		return outputOnlyUserFields[string(fd.Name())]
+	case postMessage:
+		return outputOnlyPostFields[string(fd.Name())]
+	}
+	return false
+}
