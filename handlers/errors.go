@@ -42,8 +42,9 @@ func invalidArgument(format string, args ...any) error {
 }
 
 // publicError returns what the client may see of err. Faults (any error that is neither a
-// *users.Error nor a *connect.Error, internal ones, and a store that is unavailable) are logged and
-// replaced by a fixed message.
+// *users.Error nor a *connect.Error, and those of code internal, unknown or data_loss) are logged and
+// replaced by a fixed message, and so is a store that is unavailable; any other *connect.Error
+// passes as it is, with its details and metadata (docs/API.md#connect-conformance).
 func publicError(ctx context.Context, logger *slog.Logger, err error) *connect.Error {
 	var he *httpError
 	if errors.As(err, &he) {
@@ -63,8 +64,8 @@ func publicError(ctx context.Context, logger *slog.Logger, err error) *connect.E
 		//lint:ignore ST1005 the capitalised text is the contract's fixed answer to every fault
 		return connect.NewError(connect.CodeInternal, errors.New(internalErrorMessage))
 	case connect.CodeUnavailable:
-		if errors.As(err, &ue) && !errors.Is(err, store.ErrUnavailable) {
-			return ce // the service's own words (the server is stopping, say): no fault of the store
+		if !errors.Is(err, store.ErrUnavailable) {
+			return ce // the handler's own words (the server is stopping, say): no fault of the store
 		}
 		logger.WarnContext(ctx, "store unavailable", "error", err)
 		return connect.NewError(connect.CodeUnavailable, errors.New("the service is temporarily unavailable; retry later"))
