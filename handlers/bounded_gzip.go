@@ -12,8 +12,9 @@ import (
 // withBoundedGzip replaces connect-go's gzip with one whose decompressor fails as soon as a message
 // inflates past maxBytes. connect-go's own stops reading there too, but then inflates the rest of
 // the message to report its size: a body just under the limit that expands to a gigabyte cost a
-// second of CPU before it was refused. The answer is invalid_argument, not resource_exhausted,
-// which Connect sends as 429 and clients retry; the same bomb would fail the same way again.
+// second of CPU before it was refused. The answer is resource_exhausted, as for a message over the
+// limit that was sent uncompressed: the protocols give a message too large that code whatever its
+// encoding.
 func withBoundedGzip(maxBytes int64) connect.HandlerOption {
 	return connect.WithCompression("gzip",
 		func() connect.Decompressor { return &boundedGunzip{limit: maxBytes} },
@@ -37,7 +38,7 @@ func (d *boundedGunzip) Read(p []byte) (int, error) {
 	n, err := d.gz.Read(p)
 	d.left -= int64(n)
 	if d.left < 0 {
-		return n, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("the compressed message inflates past the limit of %d bytes", d.limit))
+		return n, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("the compressed message inflates past the limit of %d bytes", d.limit))
 	}
 	return n, err
 }

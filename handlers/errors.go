@@ -53,7 +53,8 @@ const (
 // those of HTTP itself (*httpError) get the details of their reason (withDetails). A *connect.Error
 // that a handler made passes as it was made, with its details and metadata. Faults (any other
 // error, and every error of code internal, unknown or data_loss) and a store that is unavailable
-// are logged and replaced by a fixed message: a fault says nothing of its cause.
+// are logged and replaced by a fixed message: a fault says nothing of its cause (the deliberate
+// difference from the Connect conformance suite, docs/API.md#connect-conformance).
 func publicError(ctx context.Context, logger *slog.Logger, err error) *connect.Error {
 	var he *httpError
 	var ue *users.Error

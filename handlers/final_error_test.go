@@ -14,9 +14,12 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/internal/apitest"
+	conformancev1 "usersd/internal/conformancetest/gen/connectrpc/conformance/v1"
 	"usersd/store/sqlstore"
 )
 
@@ -199,3 +202,44 @@ type passThroughWriter struct{ http.ResponseWriter }
 func (p passThroughWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
 
 func (p passThroughWriter) Flush() { http.NewResponseController(p.ResponseWriter).Flush() }
+
+// A *connect.Error that a handler returns reaches the client as it is, on every protocol: its code,
+// its message, its details and its metadata; unavailable too, unless the store is what is
+// unavailable. Faults and the codes of faults (internal, unknown, data_loss) still say nothing but
+// their reason, INTERNAL.
+func TestConnectErrorsOfHandlersPassAsTheyAre(t *testing.T) {
+	s := startServerWith(t, withEchoService(Config{}))
+	detail := &conformancev1.Header{Name: "why", Value: []string{"a detail"}}
+	for _, p := range apitest.RPCProtocols {
+		for _, code := range []connect.Code{connect.CodeUnavailable, connect.CodeResourceExhausted, connect.CodeFailedPrecondition} {
+			t.Run(p.Name+"/"+code.String(), func(t *testing.T) {
+				_, err := echoClient(s, p).Unary(t.Context(), connect.NewRequest(&conformancev1.UnaryRequest{
+					ResponseDefinition: &conformancev1.UnaryResponseDefinition{Response: &conformancev1.UnaryResponseDefinition_Error{
+						Error: &conformancev1.Error{Code: conformancev1.Code(code), Message: new("the handler's own words"), Details: []*anypb.Any{mustAny(detail)}},
+					}},
+				}))
+				var ce *connect.Error
+				if !errors.As(err, &ce) || ce.Code() != code || ce.Message() != "the handler's own words" {
+					t.Fatalf("got %v, want %v with the handler's message", err, code)
+				}
+				if len(ce.Details()) != 1 || ce.Meta().Get("X-Echo") != "from the handler" {
+					t.Fatalf("got %d details and X-Echo %q, want the handler's detail and metadata", len(ce.Details()), ce.Meta().Get("X-Echo"))
+				}
+			})
+		}
+		for _, code := range []connect.Code{connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss} {
+			t.Run(p.Name+"/"+code.String()+" is a fault", func(t *testing.T) {
+				_, err := echoClient(s, p).Unary(t.Context(), connect.NewRequest(&conformancev1.UnaryRequest{
+					ResponseDefinition: &conformancev1.UnaryResponseDefinition{Response: &conformancev1.UnaryResponseDefinition_Error{
+						Error: &conformancev1.Error{Code: conformancev1.Code(code), Message: new("a secret"), Details: []*anypb.Any{mustAny(detail)}},
+					}},
+				}))
+				var ce *connect.Error
+				if !errors.As(err, &ce) || ce.Code() != connect.CodeInternal || ce.Message() != internalErrorMessage || ce.Meta().Get("X-Echo") != "" {
+					t.Fatalf("got %v (X-Echo %q), want internal %q and none of the handler's metadata", err, ce.Meta().Get("X-Echo"), internalErrorMessage)
+				}
+				wantDetails(t, p.Name, ce, "INTERNAL", nil) // the reason of every fault, and none of the handler's details
+			})
+		}
+	}
+}

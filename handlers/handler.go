@@ -80,6 +80,9 @@ type Config struct {
 	// AnswerMemory bounds the bytes of answers held for clients that have not yet taken them; a
 	// read whose answer does not fit is refused with 503 / unavailable. 0 means DefaultAnswerMemory.
 	AnswerMemory int64
+	// ExtraServices are connect services mounted beside the service's own (see ExtraService); the
+	// binary sets none.
+	ExtraServices []ExtraService
 }
 
 // instrumentationName names the service's spans' instrumentation scope.
@@ -98,12 +101,16 @@ type Service struct {
 
 // Drain makes health checks (gRPC health and /health) answer NOT_SERVING from now on, while every
 // route still works, so that load balancers stop sending new requests before the server stops.
-func (s *Service) Drain() { s.health.draining.Store(true) }
+func (s *Service) Drain() { s.health.drain() }
 
-// EndWatches ends every watch of users with UNAVAILABLE (an "error" event on REST), so that clients
-// resume on another replica, and refuses new ones: a watch never ends by itself, so a server that
-// waits for its requests to finish must end them first. http.Server.RegisterOnShutdown takes it.
-func (s *Service) EndWatches() { s.users.EndWatches() }
+// EndWatches ends every watch of users and of gRPC health with UNAVAILABLE (an "error" event on
+// REST), so that clients resume on another replica, and refuses new ones: a watch never ends by
+// itself, so a server that waits for its requests to finish must end them first.
+// http.Server.RegisterOnShutdown takes it.
+func (s *Service) EndWatches() {
+	s.users.EndWatches()
+	s.health.endWatches()
+}
 
 // deps is what the routes are built from: the configuration and the pieces New makes from it.
 type deps struct {
@@ -174,7 +181,7 @@ func withMiddleware(cfg Config, obs observer, routes *routeTable, budget *answer
 	errs := routes.errs
 	h := withCleanPaths(errs, serving)
 	h = withConnectGETChecks(routes, h)
-	h = withBodyLimit(cfg.MaxBodyBytes, h)
+	h = withBodyLimit(routes, cfg.MaxBodyBytes, h)
 	h = withChunkedRequestsClosing(h)
 	h = withRecover(cfg.Logger, errs, h)
 	h = withSecurityHeaders(routes, h)
@@ -219,6 +226,11 @@ func answerMiss(known *http.ServeMux, errs *errorWriter) http.Handler {
 			return
 		}
 		if errs.routes.isRPC(r) {
+			if isConnectUnary(r) {
+				// The Connect protocol answers a procedure it does not serve with 404, as any
+				// server without the path would; connect's error writer sends unimplemented as 501.
+				w = &statusAs{ResponseWriter: w, from: http.StatusNotImplemented, to: http.StatusNotFound}
+			}
 			errs.write(w, r, users.NewError(connect.CodeUnimplemented, reasonNoProcedure, "no procedure %s", r.URL.Path))
 			return
 		}
@@ -267,3 +279,25 @@ type missRecorder struct {
 func (m *missRecorder) Header() http.Header         { return m.header }
 func (m *missRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (m *missRecorder) WriteHeader(status int)      { m.status = status }
+
+// isConnectUnary reports whether an RPC request speaks the Connect protocol's unary form: neither
+// gRPC nor gRPC-Web (application/grpc...) nor a Connect stream (application/connect+...).
+func isConnectUnary(r *http.Request) bool {
+	contentType := headerValue(r.Header, "Content-Type")
+	return !strings.HasPrefix(contentType, "application/grpc") && !strings.HasPrefix(contentType, "application/connect+")
+}
+
+// statusAs writes the status to instead of from, and every other status as it is.
+type statusAs struct {
+	http.ResponseWriter
+	from, to int
+}
+
+func (s *statusAs) WriteHeader(status int) {
+	if status == s.from {
+		status = s.to
+	}
+	s.ResponseWriter.WriteHeader(status)
+}
+
+func (s *statusAs) Unwrap() http.ResponseWriter { return s.ResponseWriter }

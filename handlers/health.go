@@ -3,27 +3,38 @@ package handlers
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
-
-	"connectrpc.com/connect"
-	"connectrpc.com/grpchealth"
 
 	"usersd/gen/users/v1/usersv1connect"
 	"usersd/store"
 	"usersd/users"
+
+	"connectrpc.com/connect"
 )
 
 // healthTimeout bounds the store ping of a health check, so a hung database reads as unhealthy
 // instead of hanging the load balancer's probe.
 const healthTimeout = 2 * time.Second
 
+// errHealthWatchesEnded ends every gRPC health watch when the server stops.
+var errHealthWatchesEnded = users.NewError(connect.CodeUnavailable, users.ReasonNone, "the server is stopping")
+
 // storeHealth reports the process ("") and the Users service as healthy while the store answers and
 // the process is not draining for shutdown.
 type storeHealth struct {
 	store    store.Store
 	draining atomic.Bool
+
+	mu sync.Mutex
+	// drained is closed when draining starts, ended when the watches end; both are made on first
+	// use, so that the zero value works.
+	drained, ended chan struct{}
 }
+
+// servedServices are the services whose health is asked by name, beside "" for the process.
+var servedServices = []string{"", usersv1connect.UsersName}
 
 // serving reports whether the process takes new requests and the store answers within healthTimeout.
 func (h *storeHealth) serving(ctx context.Context) bool { return h.notReady(ctx) == "" }
@@ -43,14 +54,37 @@ func (h *storeHealth) notReady(ctx context.Context) string {
 	return ""
 }
 
-var _ grpchealth.Checker = (*storeHealth)(nil)
+// drain makes the process not serving from now on, and tells the watches at once.
+func (h *storeHealth) drain() {
+	h.draining.Store(true)
+	h.closeChannel(func() chan struct{} { return h.drained })
+}
 
-func (h *storeHealth) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
-	if req.Service != "" && req.Service != usersv1connect.UsersName {
-		return nil, users.NewError(connect.CodeNotFound, reasonNoService, "unknown service %q", req.Service)
+// endWatches ends every health watch, and those that start after.
+func (h *storeHealth) endWatches() { h.closeChannel(func() chan struct{} { return h.ended }) }
+
+// changes returns the channels that are closed when draining starts and when the watches end.
+func (h *storeHealth) changes() (drained, ended <-chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.makeChannels()
+	return h.drained, h.ended
+}
+
+// closeChannel closes the channel that which picks, unless it is closed already.
+func (h *storeHealth) closeChannel(which func() chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.makeChannels()
+	select {
+	case <-which():
+	default:
+		close(which())
 	}
-	if !h.serving(ctx) {
-		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
+}
+
+func (h *storeHealth) makeChannels() {
+	if h.drained == nil {
+		h.drained, h.ended = make(chan struct{}), make(chan struct{})
 	}
-	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
 }

@@ -63,7 +63,7 @@ type metrics struct {
 
 // probeRoutes are the routes of health checks and probes, by label.
 var probeRoutes = map[string]bool{
-	"/health": true, "/livez": true, "/readyz": true, "/grpc.health.v1.Health/Check": true, "/grpc.health.v1.Health/Watch": true,
+	"/health": true, "/livez": true, "/readyz": true, "/grpc.health.v1.Health/Check": true, "/grpc.health.v1.Health/Watch": true, "/grpc.health.v1.Health/List": true,
 }
 
 // routeStats is a route as the metrics see it: its label, whether it serves an RPC, and the series

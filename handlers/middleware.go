@@ -149,13 +149,20 @@ func withRecover(logger *slog.Logger, errs *errorWriter, next http.Handler) http
 	})
 }
 
-// withBodyLimit caps every request body. A REST handler that reads past the cap answers 413; connect
-// turns the same error into resource_exhausted. A body that cannot be read for another reason (it
-// ends before its Content-Length, or its chunks are malformed) is the client's error, not a fault.
-func withBodyLimit(limit int64, next http.Handler) http.Handler {
+// withBodyLimit caps every request body outside the RPC services: a REST handler that reads past
+// the cap answers 413. An RPC's body is not capped as a whole: connect caps each message of it
+// (connect.WithReadMaxBytes and the bounded gzip), so that the limit means the same message on every
+// protocol, whatever the envelope around it, and a stream may carry many messages each up to the
+// limit. A body that cannot be read for another reason (it ends before its Content-Length, or its
+// chunks are malformed) is the client's error, not a fault.
+func withBodyLimit(routes *routeTable, limit int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != http.NoBody { // net/http's body of a request without one: nothing to cap
-			r.Body = unreadableBodyIsInvalid{http.MaxBytesReader(w, r.Body, limit)}
+			body := r.Body
+			if !routes.isRPCPath(r.URL.Path) {
+				body = http.MaxBytesReader(w, body, limit)
+			}
+			r.Body = unreadableBodyIsInvalid{body}
 		}
 		next.ServeHTTP(w, r)
 	})

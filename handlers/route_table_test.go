@@ -32,9 +32,10 @@ const routeTestKey = "route-test-key-2b7e151628aed2a6"
 // here fails TestEveryWriteIsRefusedWithoutAValidKey; so does an entry that no route matches any
 // more. RPC methods that the proto marks NO_SIDE_EFFECTS are reads and need no entry.
 var publicWrites = map[string]string{
-	"POST /echo":                   "it answers with the JSON it was sent and changes nothing (docs/API.md#the-routes)",
-	"/grpc.health.v1.Health/Check": "gRPC health: answers the serving status",
-	"/grpc.health.v1.Health/Watch": "gRPC health: streams the serving status",
+	"POST /echo":                                                     "it answers with the JSON it was sent and changes nothing (docs/API.md#the-routes)",
+	"/grpc.health.v1.Health/Check":                                   "gRPC health: answers the serving status",
+	"/grpc.health.v1.Health/Watch":                                   "gRPC health: streams the serving status",
+	"/grpc.health.v1.Health/List":                                    "gRPC health: answers the serving status of every service",
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      "gRPC reflection: describes the services",
 	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": "gRPC reflection: describes the services",
 }

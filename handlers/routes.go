@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"connectrpc.com/connect"
-	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
@@ -44,12 +43,18 @@ func addRoutes(routes *routeTable, d deps) error {
 	usersOptions := append(slices.Clip(rpcOptions), connect.WithInterceptors(rpcCalls{}, spendAnswerBudget{}))
 	usersPath, usersRPC := usersv1connect.NewUsersHandler(rpcUsers{service}, usersOptions...)
 	routes.rpc(usersPath, usersRPC, rpcMethods(usersv1.File_users_v1_users_proto.Services().ByName("Users")))
-	healthPath, healthRPC := grpchealth.NewHandler(d.health, rpcOptions...)
+	healthPath, healthRPC := newHealthHandler(d.health, rpcOptions...)
 	routes.rpc(healthPath, healthRPC, []rpcMethod{
 		{name: "Check", reads: "it answers the serving status"},
-		{name: "Watch", reads: "it streams the serving status"},
+		{name: "Watch", reads: "it streams the serving status", stream: true},
+		{name: "List", reads: "it answers the serving status of every service"},
 	})
-	reflector := grpcreflect.NewStaticReflector(usersv1connect.UsersName, grpchealth.HealthV1ServiceName)
+	served := []string{usersv1connect.UsersName, healthServiceName}
+	for _, extra := range d.ExtraServices {
+		addExtraService(routes, extra, rpcOptions)
+		served = append(served, string(extra.Descriptor.FullName()))
+	}
+	reflector := grpcreflect.NewStaticReflector(served...)
 	for _, newReflection := range []func(*grpcreflect.Reflector, ...connect.HandlerOption) (string, http.Handler){
 		grpcreflect.NewHandlerV1, grpcreflect.NewHandlerV1Alpha,
 	} {

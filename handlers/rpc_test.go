@@ -824,10 +824,9 @@ func TestRPCHealthCheck(t *testing.T) {
 		want       map[string]any // the answer, or nil for an error
 		code       string
 	}{
-		// grpchealth v1.4.0 names its enum values SERVING_STATUS_*; the numbers, and so binary gRPC (what
-		// load balancers and grpcurl use), are standard. Only the JSON spelling differs.
-		{"Connect JSON says the server as a whole is serving", `{}`, http.StatusOK, map[string]any{"status": "SERVING_STATUS_SERVING"}, ""},
-		{"Connect JSON says users.v1.Users is serving", `{"service":"users.v1.Users"}`, http.StatusOK, map[string]any{"status": "SERVING_STATUS_SERVING"}, ""},
+		// The messages are grpc.health.v1's own, so JSON spells the status as gRPC's health.proto does.
+		{"Connect JSON says the server as a whole is serving", `{}`, http.StatusOK, map[string]any{"status": "SERVING"}, ""},
+		{"Connect JSON says users.v1.Users is serving", `{"service":"users.v1.Users"}`, http.StatusOK, map[string]any{"status": "SERVING"}, ""},
 		{"Connect JSON says an unknown service is not_found", `{"service":"nope"}`, http.StatusNotFound, nil, "not_found"},
 		{"Connect JSON rejects an unknown field as invalid_argument", `{"servic":"users.v1.Users"}`, http.StatusBadRequest, nil, "invalid_argument"},
 	}

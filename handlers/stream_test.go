@@ -70,7 +70,7 @@ func TestStreamRoutesOutliveTheRequestDeadline(t *testing.T) {
 			bounded++
 		}
 	}
-	if stream != 2 || bounded < 20 {
-		t.Fatalf("%d stream routes and %d with a deadline; want WatchUsers and /users/events alone to stream", stream, bounded)
+	if stream != 3 || bounded < 20 {
+		t.Fatalf("%d stream routes and %d with a deadline; want WatchUsers, /users/events and gRPC health's Watch alone to stream", stream, bounded)
 	}
 }

@@ -290,7 +290,7 @@ func TestHostileInputs(t *testing.T) {
 		{name: "Connect binary GetUser that is not protobuf", send: h2(request{Method: "POST", Path: connectPath + "GetUser", Header: withType("application/proto"), Body: "\xff\xff\xff"}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
 		{name: "Connect binary health check that is not protobuf", send: h1(request{Method: "POST", Path: "/grpc.health.v1.Health/Check", Header: withType("application/proto"), Body: "\xff\xff\xff"}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
 		{name: "Connect JSON CreateUser with an empty body", send: h1(request{Method: "POST", Path: connectPath + "CreateUser", Header: keyed}), status: 400, kind: hostileConnect, code: connect.CodeInvalidArgument},
-		{name: "Connect to an unknown procedure", send: h2(request{Method: "POST", Path: connectPath + "StealUsers", Header: keyed, Body: `{}`}), status: 501, kind: hostileConnect, code: connect.CodeUnimplemented},
+		{name: "Connect to an unknown procedure", send: h2(request{Method: "POST", Path: connectPath + "StealUsers", Header: keyed, Body: `{}`}), status: 404, kind: hostileConnect, code: connect.CodeUnimplemented},
 		{name: "Connect GET of a write procedure with the key", send: h1(request{Method: "GET", Path: connectPath + "CreateUser?connect=v1&encoding=json&message=" + url.QueryEscape(`{"user":{"name":"x"}}`), Key: true}), status: 405, kind: hostileOK, check: func(t *testing.T, res response) {
 			if got := res.Header.Get("Allow"); got != "POST" {
 				t.Errorf("Allow %q, want POST", got)

@@ -1,0 +1,115 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpcreflect"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"usersd/internal/apitest"
+)
+
+// gRPC health's Watch streams the serving status on every protocol: SERVING at once, NOT_SERVING
+// as soon as draining starts, and the end of the stream with unavailable when the watches end, so
+// that the client watches another replica.
+func TestRPCHealthWatchStreamsTheStatus(t *testing.T) {
+	for _, p := range apitest.RPCProtocols {
+		t.Run(p.Name, func(t *testing.T) {
+			s := startServer(t)
+			watch := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](apitest.H2CClient,
+				s.BaseURL+"/grpc.health.v1.Health/Watch", p.Opts...)
+			stream, err := watch.CallServerStream(t.Context(), connect.NewRequest(&healthpb.HealthCheckRequest{Service: "users.v1.Users"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stream.Close()
+			next := func(want healthpb.HealthCheckResponse_ServingStatus) {
+				t.Helper()
+				if !stream.Receive() || stream.Msg().GetStatus() != want {
+					t.Fatalf("got %v (%v), want %v", stream.Msg().GetStatus(), stream.Err(), want)
+				}
+			}
+			next(healthpb.HealthCheckResponse_SERVING)
+			s.service.Drain()
+			next(healthpb.HealthCheckResponse_NOT_SERVING)
+			s.service.EndWatches()
+			if stream.Receive() || connect.CodeOf(stream.Err()) != connect.CodeUnavailable {
+				t.Fatalf("after EndWatches: %v, want the stream ended with unavailable", stream.Err())
+			}
+		})
+	}
+	t.Run("an unknown service is SERVICE_UNKNOWN", func(t *testing.T) {
+		s := startServer(t)
+		watch := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](apitest.H2CClient, s.BaseURL+"/grpc.health.v1.Health/Watch", connect.WithGRPC())
+		stream, err := watch.CallServerStream(t.Context(), connect.NewRequest(&healthpb.HealthCheckRequest{Service: "nope"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stream.Close()
+		if !stream.Receive() || stream.Msg().GetStatus() != healthpb.HealthCheckResponse_SERVICE_UNKNOWN {
+			t.Fatalf("got %v (%v), want SERVICE_UNKNOWN", stream.Msg().GetStatus(), stream.Err())
+		}
+	})
+}
+
+// List answers the status of the process and of every service it serves.
+func TestRPCHealthListAnswersEveryService(t *testing.T) {
+	s := startServer(t)
+	list := connect.NewClient[healthpb.HealthListRequest, healthpb.HealthListResponse](apitest.H2CClient, s.BaseURL+"/grpc.health.v1.Health/List", connect.WithGRPC())
+	res, err := list.CallUnary(t.Context(), connect.NewRequest(&healthpb.HealthListRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := res.Msg.GetStatuses()
+	if len(statuses) != 2 || statuses[""].GetStatus() != healthpb.HealthCheckResponse_SERVING || statuses["users.v1.Users"].GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("List answered %v, want \"\" and users.v1.Users SERVING", statuses)
+	}
+}
+
+// Reflection advertises only what is served: every method of every service it lists answers
+// something other than unimplemented.
+func TestRPCReflectionListsOnlyWhatIsServed(t *testing.T) {
+	s := startServer(t)
+	stream := grpcreflect.NewClient(apitest.H2CClient, s.BaseURL).NewStream(t.Context())
+	t.Cleanup(func() { _, _ = stream.Close() })
+	services, err := stream.ListServices()
+	apitest.RPCMust(t, "ListServices", err)
+	for _, name := range services {
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
+		if err != nil {
+			t.Fatalf("reflection lists %s, which this binary does not know: %v", name, err)
+		}
+		methods := d.(protoreflect.ServiceDescriptor).Methods()
+		for i := range methods.Len() {
+			path := "/" + string(name) + "/" + string(methods.Get(i).Name())
+			res := s.Do(t, apitest.H2CClient, request{Method: "POST", Path: path, Header: apitest.JSONBody, Body: "{}"})
+			if res.Status == http.StatusNotImplemented || res.Status == http.StatusNotFound || strings.Contains(string(res.Body), `"unimplemented"`) {
+				t.Errorf("reflection lists %s, which answers %d %s", path, res.Status, res.Body)
+			}
+		}
+	}
+}
+
+// A procedure that no service serves is answered 404 over Connect, as the protocol says, and
+// unimplemented over gRPC and gRPC-Web.
+func TestRPCUnknownProcedure(t *testing.T) {
+	s := startServer(t)
+	res := s.Do(t, apitest.H2CClient, request{Method: "POST", Path: "/users.v1.Users/Nope", Header: apitest.JSONBody, Body: "{}"})
+	if code := rpcConnectErrorCode(t, res.Body); res.Status != http.StatusNotFound || code != "unimplemented" {
+		t.Fatalf("Connect: %d %s, want 404 unimplemented", res.Status, res.Body)
+	}
+	for _, p := range apitest.RPCProtocols {
+		nope := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](apitest.H2CClient, s.BaseURL+"/users.v1.Users/Nope", p.Opts...)
+		_, err := nope.CallUnary(t.Context(), connect.NewRequest(&healthpb.HealthCheckRequest{}))
+		var ce *connect.Error
+		if !errors.As(err, &ce) || ce.Code() != connect.CodeUnimplemented {
+			t.Errorf("%s: %v, want unimplemented", p.Name, err)
+		}
+	}
+}
