@@ -54,7 +54,7 @@ func forWrite(ctx context.Context) (context.Context, error) {
 		return ctx, err
 	}
 	if caller, ok := CallerOf(ctx); ok {
-		ctx = store.WithActor(ctx, caller.Name)
+		ctx = store.WithActor(ctx, caller.actor())
 	}
 	return store.WithFreshness(ctx, store.Freshness{Primary: true}), nil
 }
