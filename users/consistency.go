@@ -73,14 +73,16 @@ func checkConsistencyToken(ctx context.Context) error {
 
 // answerToken gives the caller of a write that succeeded the token that reads of it send back,
 // in the call's AnsweredToken; outside a call, nobody takes it. The write is done whatever happens
-// here: if the primary cannot say its position, the token holds none, which sends the reads that
-// carry it to the primary.
+// here: if the primary cannot say its position by the request's deadline, the token holds none,
+// which sends the reads that carry it to the primary, and the write is answered at its deadline.
 func (s *Service) answerToken(ctx context.Context) {
 	call := callOf(ctx)
 	if call == nil {
 		return
 	}
-	position, err := s.store.Position(context.WithoutCancel(ctx))
+	positionCtx, cancel := withinDeadline(ctx)
+	defer cancel()
+	position, err := s.store.Position(positionCtx)
 	if err != nil {
 		s.logger.WarnContext(ctx, "a write's consistency token holds no position: its reads go to the primary", "error", err)
 		position = 0
