@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -73,13 +72,6 @@ type verifiedToken struct {
 	expiry  time.Time
 }
 
-// bearerClaims are the claims read from a token: the registered ones, and its scopes.
-type bearerClaims struct {
-	jwt.Claims
-	Scope string          `json:"scope"`
-	Scp   json.RawMessage `json:"scp"` // a space-separated string, or an array of strings
-}
-
 // Check refuses a configuration that cannot be right: an issuer that is not an https URL (or an
 // http one on the loopback interface), or no audience.
 func (c BearerConfig) Check() error {
@@ -137,6 +129,13 @@ func (v *bearerVerifier) verify(ctx context.Context, token string, now time.Time
 		return verifiedToken{}, errTokenInvalid{"it is not a JWT signed with RS256, ES256 or EdDSA"}
 	}
 	header := parsed.Headers[0]
+	if _, critical := header.ExtraHeaders[jose.HeaderKey("crit")]; critical {
+		// RFC 7515 section 4.1.11: a token whose crit names an extension the recipient does not
+		// understand is invalid whoever signed it, and this server understands none. go-jose
+		// refuses it too, but as a signature that does not verify, which sends its issuer looking
+		// in the wrong place.
+		return verifiedToken{}, errTokenInvalid{"it has critical header parameters (crit) that this server does not understand"}
+	}
 	candidates := keys.Key(header.KeyID)
 	if header.KeyID == "" {
 		candidates = keys.Keys // an issuer with one key may leave kid out
@@ -150,19 +149,28 @@ func (v *bearerVerifier) verify(ctx context.Context, token string, now time.Time
 			return verifiedToken{}, errTokenInvalid{"its key (kid) is not one of the issuer's"}
 		}
 	}
-	var claims bearerClaims
 	verifiedBy := false
 	for _, k := range candidates {
 		if k.Algorithm != "" && k.Algorithm != header.Algorithm {
 			continue
 		}
-		if parsed.Claims(k.Key, &claims) == nil {
+		if parsed.Claims(k.Key) == nil { // with nothing to decode into, Claims only verifies
 			verifiedBy = true
 			break
 		}
 	}
 	if !verifiedBy {
 		return verifiedToken{}, errTokenInvalid{"its signature does not verify with the issuer's keys"}
+	}
+	// The payload is decoded apart from the signature's check, which it passed just above, so that
+	// a malformed claim is refused as that, not as a signature that does not verify.
+	var payload json.RawMessage
+	if err := parsed.UnsafeClaimsWithoutVerification(&payload); err != nil {
+		return verifiedToken{}, errTokenInvalid{"its payload is not a JSON object of claims"}
+	}
+	claims, err := decodeBearerClaims(payload)
+	if err != nil {
+		return verifiedToken{}, err
 	}
 	if err := claims.ValidateWithLeeway(jwt.Expected{Issuer: v.config.Issuer, AnyAudience: jwt.Audience{v.config.Audience}, Time: now}, BearerLeeway); err != nil {
 		return verifiedToken{}, errTokenInvalid{claimError(err)}
@@ -194,38 +202,6 @@ func (v *bearerVerifier) remember(token string, t verifiedToken, generation int)
 		v.verified[token] = t
 		v.cachedBytes += len(token)
 	}
-}
-
-// scopes reads scope (space-separated) or, without it, scp (a string or an array of strings).
-func (c bearerClaims) scopes() Scopes {
-	if c.Scope != "" {
-		return scopesOfClaim(c.Scope)
-	}
-	var list []string
-	if json.Unmarshal(c.Scp, &list) == nil {
-		return scopesOfClaim(strings.Join(list, " "))
-	}
-	var one string
-	if json.Unmarshal(c.Scp, &one) == nil {
-		return scopesOfClaim(one)
-	}
-	return 0
-}
-
-func claimError(err error) string {
-	switch {
-	case errors.Is(err, jwt.ErrExpired):
-		return "it has expired"
-	case errors.Is(err, jwt.ErrNotValidYet):
-		return "it is not valid yet (nbf)"
-	case errors.Is(err, jwt.ErrIssuedInTheFuture):
-		return "it was issued in the future (iat)"
-	case errors.Is(err, jwt.ErrInvalidIssuer):
-		return "its issuer (iss) is not this service's"
-	case errors.Is(err, jwt.ErrInvalidAudience):
-		return "its audience (aud) is not this service"
-	}
-	return "its claims do not hold"
 }
 
 // printable reports whether s is printable ASCII, as OpenID Connect's sub is: a subject goes into

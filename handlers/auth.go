@@ -81,7 +81,7 @@ func (a *authorizer) require(need auth.Scopes, publicRead bool, next http.Handle
 		if info != nil {
 			info.caller = d.Identity.Name
 		}
-		caller := users.Caller{ID: d.Identity.ID, Name: d.Identity.Name, Expires: d.Identity.Expires}
+		caller := users.Caller{ID: d.Identity.ID, Name: d.Identity.Name, Token: d.Identity.Bearer, Expires: d.Identity.Expires}
 		next.ServeHTTP(w, r.WithContext(users.WithCaller(r.Context(), caller)))
 	})
 }

@@ -32,6 +32,15 @@ func writeContext(r *http.Request) (context.Context, *users.Call) {
 	return users.WithCall(r.Context(), call), call
 }
 
+// watchContext returns the context of a REST watch: it carries the token the request sent, which
+// the service checks as it checks a write's.
+func watchContext(r *http.Request) context.Context {
+	if token := headerValue(r.Header, users.ConsistencyTokenHeader); token != "" {
+		return users.WithCall(r.Context(), &users.Call{ConsistencyToken: token})
+	}
+	return r.Context()
+}
+
 // setCallHeaders writes what the service gave back in call in h, the headers of a REST answer or
 // an RPC's response headers.
 func setCallHeaders(h http.Header, call *users.Call) {
@@ -67,7 +76,13 @@ func (rpcCalls) WrapStreamingClient(next connect.StreamingClientFunc) connect.St
 	return next
 }
 
-// WrapStreamingHandler leaves the watch as it is: it reads from wherever it resumes, with no token.
+// WrapStreamingHandler hands a watch the token its metadata carries, which the service checks as
+// it checks a write's: a watch reads the change log on the primary, so a valid token asks nothing.
 func (rpcCalls) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if token := headerValue(conn.RequestHeader(), users.ConsistencyTokenHeader); token != "" {
+			ctx = users.WithCall(ctx, &users.Call{ConsistencyToken: token})
+		}
+		return next(ctx, conn)
+	}
 }

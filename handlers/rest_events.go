@@ -38,7 +38,7 @@ func watchUsersREST(service *users.Service, errs *errorWriter) http.Handler {
 			return
 		}
 		stream := &eventStream{w: w, flusher: http.NewResponseController(w)}
-		err = service.Watch(r.Context(), req, stream)
+		err = service.Watch(watchContext(r), req, stream)
 		switch {
 		case !stream.started:
 			errs.write(w, r, err)

@@ -53,12 +53,13 @@ func readyzREST(health *storeHealth) http.Handler {
 }
 
 // credentialWords are parts of the names of headers that carry credentials, the standard ones
-// (Authorization, Cookie) and the many that services make up (X-Auth-Token, Api-Key,
-// X-Amz-Security-Token, X-Goog-Api-Key, X-CSRF-Token, X-Session-Id, ...): /info shows that such a
-// header is there, never its value. A harmless header that matches too (Idempotency-Key) is only
-// shown redacted.
-var credentialWords = []string{"auth", "cookie", "key", "token", "secret", "session", "csrf", "xsrf", "password", "passwd",
-	"credential", "signature", "jwt", "bearer"}
+// (Authorization, Cookie) and the many that services make up (X-Auth-Token, Api-Key, X-Pass,
+// X-Amz-Security-Token, X-Goog-Api-Key, X-CSRF-Token, X-Session-Id, X-Hub-Signature, X-Sig, ...):
+// /info shows that such a header is there, never its value. The words are short on purpose
+// ("pass" for password and passphrase, "sig" for signature) so that a made-up name is caught too;
+// a harmless header that matches (Idempotency-Key) is only shown redacted.
+var credentialWords = []string{"key", "token", "secret", "pass", "sig", "auth", "cookie", "session", "csrf", "xsrf",
+	"credential", "jwt", "bearer"}
 
 // isCredentialHeader reports whether a header, by its lower-case name, may carry a credential.
 func isCredentialHeader(name string) bool {

@@ -53,8 +53,8 @@ type UserEvent struct {
 	User User
 	// PreviousRole is the role the user had before an update; empty for a create or a delete.
 	PreviousRole string
-	// Actor is who made the change (WithActor); empty if the write named no one.
-	Actor string
+	// Actor is who made the change (WithActor); the zero Actor if the write named no one.
+	Actor Actor
 }
 
 // HasRole reports whether the change concerns a user with the role, before or after it.

@@ -5,6 +5,8 @@ package users
 import (
 	"context"
 	"time"
+
+	"usersd/store"
 )
 
 // Caller is who makes a request.
@@ -15,9 +17,21 @@ type Caller struct {
 	// Name is who the caller is to people: the API key's name or the token's subject. It is what
 	// the change log records as a change's actor, and what logs and traces name.
 	Name string
+	// Token says that the credential is a bearer token, whose subject Name is; otherwise Name is
+	// an API key's name. The change log records it beside the name: the two are chosen by
+	// different people, so one name may be two callers.
+	Token bool
 	// Expires is when the credential stops being valid (a bearer token's expiry); zero for one that
 	// does not expire (an API key). A watch ends then.
 	Expires time.Time
+}
+
+// actor is the caller as the change log records who made a change.
+func (c Caller) actor() store.Actor {
+	if c.Token {
+		return store.Actor{Name: c.Name, Type: store.ActorToken}
+	}
+	return store.Actor{Name: c.Name, Type: store.ActorAPIKey}
 }
 
 type callerKey struct{}

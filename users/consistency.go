@@ -50,27 +50,39 @@ func forRead(ctx context.Context) (context.Context, error) {
 // so that a malformed one is refused wherever it is sent, but asks for nothing: a write sees every
 // write before it.
 func forWrite(ctx context.Context) (context.Context, error) {
-	if token, _ := consistencyOf(ctx); token != "" {
-		if _, err := parseConsistencyToken(token); err != nil {
-			return ctx, err
-		}
+	if err := checkConsistencyToken(ctx); err != nil {
+		return ctx, err
 	}
 	if caller, ok := CallerOf(ctx); ok {
-		ctx = store.WithActor(ctx, caller.Name)
+		ctx = store.WithActor(ctx, caller.actor())
 	}
 	return store.WithFreshness(ctx, store.Freshness{Primary: true}), nil
 }
 
+// checkConsistencyToken refuses a token this service did not issue, for a request that has no use
+// for a valid one: a write, which sees every write before it, and a watch, which reads the change
+// log on the primary. A malformed token is a client's mistake wherever it is sent, and is said so.
+func checkConsistencyToken(ctx context.Context) error {
+	if token, _ := consistencyOf(ctx); token != "" {
+		if _, err := parseConsistencyToken(token); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // answerToken gives the caller of a write that succeeded the token that reads of it send back,
 // in the call's AnsweredToken; outside a call, nobody takes it. The write is done whatever happens
-// here: if the primary cannot say its position, the token holds none, which sends the reads that
-// carry it to the primary.
+// here: if the primary cannot say its position by the request's deadline, the token holds none,
+// which sends the reads that carry it to the primary, and the write is answered at its deadline.
 func (s *Service) answerToken(ctx context.Context) {
 	call := callOf(ctx)
 	if call == nil {
 		return
 	}
-	position, err := s.store.Position(context.WithoutCancel(ctx))
+	positionCtx, cancel := withinDeadline(ctx)
+	defer cancel()
+	position, err := s.store.Position(positionCtx)
 	if err != nil {
 		s.logger.WarnContext(ctx, "a write's consistency token holds no position: its reads go to the primary", "error", err)
 		position = 0

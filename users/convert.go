@@ -38,10 +38,16 @@ func mapSlice[T, U any](in []T, f func(T) U) []U {
 	return out
 }
 
+// actorTypes are the messages' types of actor; a type the log does not know is unspecified.
+var actorTypes = map[store.ActorType]usersv1.UserEvent_ActorType{
+	store.ActorAPIKey: usersv1.UserEvent_ACTOR_TYPE_API_KEY,
+	store.ActorToken:  usersv1.UserEvent_ACTOR_TYPE_TOKEN,
+}
+
 // eventToProto is the message of a change: the user as the change left it, the id alone for a
 // delete, and who made it.
 func eventToProto(e store.UserEvent) *usersv1.UserEvent {
-	m := &usersv1.UserEvent{Sequence: e.Sequence, Actor: e.Actor}
+	m := &usersv1.UserEvent{Sequence: e.Sequence, Actor: e.Actor.Name, ActorType: actorTypes[e.Actor.Type]}
 	switch e.Kind {
 	case store.EventCreated:
 		m.Kind, m.User = usersv1.UserEvent_KIND_CREATED, userToProto(e.User)

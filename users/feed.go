@@ -53,7 +53,7 @@ func changesOf(events []store.UserEvent) []change {
 	for i, e := range events {
 		m := eventToProto(e)
 		anonymous := m
-		if m.Actor != "" {
+		if m.Actor != "" || m.ActorType != usersv1.UserEvent_ACTOR_TYPE_UNSPECIFIED {
 			anonymous = &usersv1.UserEvent{Sequence: m.Sequence, Kind: m.Kind, User: m.User} // the user is shared, never modified
 		}
 		batch[i] = change{UserEvent: e, message: m, anonymous: anonymous}

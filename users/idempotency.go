@@ -80,7 +80,7 @@ func createOnce[T any, R proto.Message](ctx context.Context, s *Service, clientK
 	if err != nil {
 		if reservation.Token != "" && errors.Is(err, store.ErrUnavailable) {
 			// The reservation may have been made with its answer lost: give it back too.
-			s.abandon(context.WithoutCancel(ctx), reservation)
+			s.abandon(ctx, reservation)
 		}
 		return res, fromStore(err)
 	}
@@ -102,8 +102,7 @@ func createOnce[T any, R proto.Message](ctx context.Context, s *Service, clientK
 	}})
 	if err != nil {
 		// The answer of a failed create is not kept: give the key back so that a retry can run.
-		// The client's context may be gone, yet the release must still happen.
-		s.abandon(context.WithoutCancel(ctx), reservation)
+		s.abandon(ctx, reservation)
 		return res, fromStore(err)
 	}
 	s.answerToken(ctx)
@@ -119,17 +118,25 @@ const abandonRetry = 250 * time.Millisecond
 // by itself, so that a client's retry with the same key is not refused as in progress for a whole
 // lease. The release removes only a reservation that is still unfinished and still the one this
 // request made, so trying it again late can never undo a create that did commit.
+//
+// ctx is the request's. The release happens even if its client has gone, but the first try waits
+// no longer than the request's deadline, which is when the request is answered: a database that
+// holds the statement (a pooler paused, a lock held) must not hold the answer past it. A try that
+// ran out of time is taken up again in the background.
 func (s *Service) abandon(ctx context.Context, r store.Reservation) {
-	err := s.store.AbandonRequest(ctx, r)
+	detached := context.WithoutCancel(ctx)
+	first, cancel := withinDeadline(ctx)
+	defer cancel()
+	err := s.store.AbandonRequest(first, r)
 	if err == nil {
 		return
 	}
-	if !errors.Is(err, store.ErrUnavailable) {
+	if !errors.Is(err, store.ErrUnavailable) && first.Err() == nil {
 		s.logger.WarnContext(ctx, "idempotency key kept until its lease ends", "error", err)
 		return
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(ctx, store.RequestLease)
+		ctx, cancel := context.WithTimeout(detached, store.RequestLease)
 		defer cancel()
 		for {
 			select {

@@ -39,6 +39,9 @@ type watch struct {
 // An error before the first message is sent (a bad request, a resume point not kept, the watcher
 // limit) is the stream's only answer, so a face can still give it a status of its own.
 func (s *Service) Watch(ctx context.Context, req *usersv1.WatchUsersRequest, stream WatchStream) error {
+	if err := checkConsistencyToken(ctx); err != nil {
+		return err
+	}
 	if err := checkLine("role", req.GetRole(), maxRoleLength); err != nil {
 		return err
 	}

@@ -138,18 +138,40 @@ func (iss *Issuer) Claims(audience, subject, scope string) map[string]any {
 // Sign signs claims with the key kid, naming kid in the token's header.
 func (iss *Issuer) Sign(t testing.TB, kid string, claims map[string]any) string {
 	t.Helper()
+	return sign(t, iss.signer(t, kid, nil), claims)
+}
+
+// SignWithHeader signs claims with the key kid, naming kid in the token's protected header
+// beside the parameters of extra (such as crit and the extensions it lists).
+func (iss *Issuer) SignWithHeader(t testing.TB, kid string, extra map[string]any, claims map[string]any) string {
+	t.Helper()
+	return sign(t, iss.signer(t, kid, extra), claims)
+}
+
+// SignPayload signs payload as it is, with the key kid: a token whose payload may not be claims.
+func (iss *Issuer) SignPayload(t testing.TB, kid string, payload []byte) string {
+	t.Helper()
+	return signBytes(t, iss.signer(t, kid, nil), payload)
+}
+
+// signer signs with the key kid, naming kid and the parameters of extra in the protected header.
+func (iss *Issuer) signer(t testing.TB, kid string, extra map[string]any) jose.Signer {
+	t.Helper()
 	iss.mu.Lock()
 	k, ok := iss.signers[kid]
 	iss.mu.Unlock()
 	if !ok {
 		t.Fatalf("oidctest: no key %q", kid)
 	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: k.algorithm, Key: k.private},
-		(&jose.SignerOptions{}).WithType("JWT").WithHeader(jose.HeaderKey("kid"), kid))
+	options := (&jose.SignerOptions{}).WithType("JWT").WithHeader(jose.HeaderKey("kid"), kid)
+	for name, value := range extra {
+		options = options.WithHeader(jose.HeaderKey(name), value)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: k.algorithm, Key: k.private}, options)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sign(t, signer, claims)
+	return signer
 }
 
 // SignWithoutKeyID signs claims with the key kid, leaving kid out of the header.
@@ -212,6 +234,11 @@ func sign(t testing.TB, signer jose.Signer, claims map[string]any) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return signBytes(t, signer, payload)
+}
+
+func signBytes(t testing.TB, signer jose.Signer, payload []byte) string {
+	t.Helper()
 	signed, err := signer.Sign(payload)
 	if err != nil {
 		t.Fatal(err)

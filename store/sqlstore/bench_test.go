@@ -172,7 +172,7 @@ func BenchmarkCreateUsersConcurrently(b *testing.B) {
 	} {
 		b.Run(variant.name, func(b *testing.B) {
 			st := benchSeededWithout(b, 1000, variant.drop)
-			ctx := store.WithActor(context.Background(), "bench")
+			ctx := store.WithActor(context.Background(), store.Actor{Name: "bench", Type: store.ActorAPIKey})
 			before, cpuBefore := st.WriteBatches(), processCPU(b)
 			b.SetParallelism(64) // goroutines per P: 64 at -cpu 1
 			b.ReportAllocs()

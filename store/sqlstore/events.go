@@ -19,7 +19,7 @@ const (
 	// readEventsQuery reads the changes after $1, up to $2, with the swept and the newest sequence.
 	readEventsQuery = `
 		SELECT w.through, COALESCE((SELECT MAX(sequence) FROM user_events), w.through),
-		       e.sequence, e.kind, e.user_id, e.name, e.role, e.previous_role, e.created_at, e.updated_at, e.version, e.actor
+		       e.sequence, e.kind, e.user_id, e.name, e.role, e.previous_role, e.created_at, e.updated_at, e.version, e.actor, e.actor_type
 		FROM user_events_swept w
 		LEFT JOIN (SELECT * FROM user_events WHERE sequence > $1 ORDER BY sequence LIMIT $2) e ON TRUE`
 	// oldestEventsQuery reads the oldest $1 changes' sequences and times, for the sweep.
@@ -43,9 +43,9 @@ func (s *Store) UserEvents(ctx context.Context, after int64, limit int) (_ store
 	var out store.UserEvents
 	var swept int64
 	for rows.Next() {
-		var sequence, kind, userID, created, updated, version sql.NullInt64
+		var sequence, kind, userID, created, updated, version, actorType sql.NullInt64
 		var name, role, previousRole, actor sql.NullString
-		if err := rows.Scan(&swept, &out.Latest, &sequence, &kind, &userID, &name, &role, &previousRole, &created, &updated, &version, &actor); err != nil {
+		if err := rows.Scan(&swept, &out.Latest, &sequence, &kind, &userID, &name, &role, &previousRole, &created, &updated, &version, &actor, &actorType); err != nil {
 			return store.UserEvents{}, fmt.Errorf("read user events after %d: %w", after, err)
 		}
 		if !sequence.Valid {
@@ -59,7 +59,7 @@ func (s *Store) UserEvents(ctx context.Context, after int64, limit int) (_ store
 				CreatedAt: fromMicros(created.Int64), UpdatedAt: fromMicros(updated.Int64), Version: version.Int64,
 			},
 			PreviousRole: previousRole.String,
-			Actor:        actor.String,
+			Actor:        store.Actor{Name: actor.String, Type: store.ActorType(actorType.Int64)},
 		})
 	}
 	if err := rows.Err(); err != nil {

@@ -90,8 +90,9 @@ func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Co
 	err = s.write(ctx, len(nu.Name)+len(nu.Role), func(ctx context.Context, tx writeTx) error {
 		now := micros(s.now())
 		row := tx.QueryRowContext(ctx,
-			`INSERT INTO users (name, name_key, role, created_at, updated_at, version, changed_by) VALUES ($1, $2, $3, $4, $4, 1, $5) RETURNING `+userColumns,
-			nu.Name, store.NameKey(nu.Name), nu.Role, now, actor)
+			`INSERT INTO users (name, name_key, role, created_at, updated_at, version, changed_by, changed_by_type)
+			 VALUES ($1, $2, $3, $4, $4, 1, $5, $6) RETURNING `+userColumns,
+			nu.Name, store.NameKey(nu.Name), nu.Role, now, actor.Name, int64(actor.Type))
 		var err error
 		if u, err = scanUser(row); err != nil {
 			return fmt.Errorf("insert user: %w", err)
@@ -114,15 +115,16 @@ func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChan
 	if changes.Role != nil {
 		size += len(*changes.Role)
 	}
-	condition, conditionArgs := versionCondition(ifVersion, 7)
-	args := append([]any{changes.Name, nameKey, changes.Role, nil, id, store.ActorOf(ctx)}, conditionArgs...)
+	condition, conditionArgs := versionCondition(ifVersion, 8)
+	actor := store.ActorOf(ctx)
+	args := append([]any{changes.Name, nameKey, changes.Role, nil, id, actor.Name, int64(actor.Type)}, conditionArgs...)
 	var u store.User
 	err = s.write(ctx, size, func(ctx context.Context, tx writeTx) error {
 		tx = tx.keepingIf(len(conditionArgs) <= 1)
 		args[3] = micros(s.now())
 		row := tx.QueryRowContext(ctx,
 			`UPDATE users SET name = COALESCE($1, name), name_key = COALESCE($2, name_key), role = COALESCE($3, role),
-			 updated_at = $4, version = version + 1, changed_by = $6
+			 updated_at = $4, version = version + 1, changed_by = $6, changed_by_type = $7
 			 WHERE id = $5`+condition+` RETURNING `+userColumns, args...)
 		var err error
 		u, err = scanUser(row)
@@ -142,11 +144,12 @@ func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChan
 // log's trigger to record; the mark leaves the version alone, so it is no change of its own.
 func (s *Store) DeleteUser(ctx context.Context, id int32, ifVersion store.IfVersion) (err error) {
 	defer s.announceChange(&err)
-	condition, conditionArgs := versionCondition(ifVersion, 3)
-	args := append([]any{id, store.ActorOf(ctx)}, conditionArgs...)
+	condition, conditionArgs := versionCondition(ifVersion, 4)
+	actor := store.ActorOf(ctx)
+	args := append([]any{id, actor.Name, int64(actor.Type)}, conditionArgs...)
 	return s.write(ctx, 0, func(ctx context.Context, tx writeTx) error {
 		tx = tx.keepingIf(len(conditionArgs) <= 1)
-		res, err := tx.ExecContext(ctx, `UPDATE users SET changed_by = $2 WHERE id = $1`+condition, args...)
+		res, err := tx.ExecContext(ctx, `UPDATE users SET changed_by = $2, changed_by_type = $3 WHERE id = $1`+condition, args...)
 		if err != nil {
 			return fmt.Errorf("delete user %d: %w", id, err)
 		}

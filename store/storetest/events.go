@@ -278,35 +278,42 @@ func testEventNotices(t *testing.T, s store.Store) {
 	}
 }
 
-// testEachChangeRecordsItsActor: every change carries the actor of its write (store.WithActor), a
-// delete its deleter's rather than the last writer's, a write without one none, and a write that
-// fails leaves neither a change nor its actor behind.
+// testEachChangeRecordsItsActor: every change carries the actor of its write (store.WithActor) with
+// its type, a delete its deleter's rather than the last writer's, a write without one none, and a
+// write that fails leaves neither a change nor its actor behind. A key and a token of one name
+// stay two actors.
 func testEachChangeRecordsItsActor(t *testing.T, s store.Store) {
-	as := func(actor string) context.Context { return store.WithActor(context.Background(), actor) }
+	as := func(actor string) context.Context {
+		return store.WithActor(context.Background(), store.Actor{Name: actor, Type: store.ActorAPIKey})
+	}
+	asToken := func(subject string) context.Context {
+		return store.WithActor(context.Background(), store.Actor{Name: subject, Type: store.ActorToken})
+	}
 	ada, err := s.CreateUser(as("importer"), store.NewUser{Name: "Ada"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	role := "editor"
-	updated, err := s.UpdateUser(as("editor@example.com"), ada.ID, store.UserChanges{Role: &role}, nil)
+	updated, err := s.UpdateUser(asToken("importer"), ada.ID, store.UserChanges{Role: &role}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteUser(as("mallory"), ada.ID, store.IfVersion{ada.Version}); !errors.Is(err, store.ErrVersionMismatch) {
+	if err := s.DeleteUser(asToken("mallory"), ada.ID, store.IfVersion{ada.Version}); !errors.Is(err, store.ErrVersionMismatch) {
 		t.Fatalf("a delete with a stale version: %v", err)
 	}
 	name := "Ada L."
 	if _, err := s.UpdateUser(context.Background(), ada.ID, store.UserChanges{Name: &name}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteUser(as("remover"), ada.ID, store.IfVersion{updated.Version + 1}); err != nil {
+	if err := s.DeleteUser(asToken("remover"), ada.ID, store.IfVersion{updated.Version + 1}); err != nil {
 		t.Fatal(err)
 	}
+	types := map[store.ActorType]string{store.ActorUnknown: "nobody", store.ActorAPIKey: "key", store.ActorToken: "token"}
 	var actors []string
 	for _, e := range readEvents(t, s, 0, 10) {
-		actors = append(actors, e.Kind.String()+" by "+e.Actor)
+		actors = append(actors, fmt.Sprintf("%s by %s %q", e.Kind, types[e.Actor.Type], e.Actor.Name))
 	}
-	if want := []string{"created by importer", "updated by editor@example.com", "updated by ", "deleted by remover"}; !slices.Equal(actors, want) {
+	if want := []string{`created by key "importer"`, `updated by token "importer"`, `updated by nobody ""`, `deleted by token "remover"`}; !slices.Equal(actors, want) {
 		t.Fatalf("the log's changes: %q, want %q", actors, want)
 	}
 }

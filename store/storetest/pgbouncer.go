@@ -23,6 +23,26 @@ type PgBouncer struct {
 	addr     string // where the pooler listens
 }
 
+// Admin runs command (PAUSE, RESUME, SHOW POOLS, ...) on the pooler's admin console, as the test
+// server's user, whom the pooler makes its admin, and fails the test if it is refused. PAUSE
+// returns once every transaction that holds a server connection has ended; the queries sent after
+// it wait in the pooler until RESUME.
+func (b *PgBouncer) Admin(t testing.TB, command string) {
+	t.Helper()
+	u, err := url.Parse(b.postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host, u.Path = b.addr, "/pgbouncer"
+	console := OpenPostgres(t, WithURLParam(t, u.String(), "default_query_exec_mode", "simple_protocol")) // the console takes no other
+	defer console.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := console.ExecContext(ctx, command); err != nil {
+		t.Fatalf("pgbouncer %s: %v", command, err)
+	}
+}
+
 // pgbouncerPaths are where Debian's package puts the binary, before PATH is searched.
 var pgbouncerPaths = []string{"/usr/sbin/pgbouncer"}
 
@@ -79,6 +99,7 @@ pool_mode = transaction
 max_client_conn = 1000
 default_pool_size = 20
 ignore_startup_parameters = extra_float_digits
+admin_users = %s
 idle_transaction_timeout = 5
 tcp_keepalive = 1
 tcp_keepidle = 5
@@ -86,7 +107,7 @@ tcp_keepintvl = 2
 tcp_keepcnt = 3
 logfile =
 pidfile =
-`, server.Hostname(), portOf(server), port, filepath.Join(dir, "users.txt"))
+`, server.Hostname(), portOf(server), port, filepath.Join(dir, "users.txt"), server.User.Username())
 	userName := server.User.Username()
 	files := map[string]string{"pgbouncer.ini": config, "users.txt": fmt.Sprintf("%q \"\"\n", userName)}
 	for name, content := range files {

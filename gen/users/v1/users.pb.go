@@ -89,6 +89,60 @@ func (UserEvent_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_users_v1_users_proto_rawDescGZIP(), []int{18, 0}
 }
 
+// ActorType says which kind of credential actor names: an API key's name and a token's subject
+// are chosen by different people, so equal names may be different callers.
+type UserEvent_ActorType int32
+
+const (
+	// No actor, or one logged before its type was recorded.
+	UserEvent_ACTOR_TYPE_UNSPECIFIED UserEvent_ActorType = 0
+	// actor is the name of an API key.
+	UserEvent_ACTOR_TYPE_API_KEY UserEvent_ActorType = 1
+	// actor is the subject (sub) of a bearer token.
+	UserEvent_ACTOR_TYPE_TOKEN UserEvent_ActorType = 2
+)
+
+// Enum value maps for UserEvent_ActorType.
+var (
+	UserEvent_ActorType_name = map[int32]string{
+		0: "ACTOR_TYPE_UNSPECIFIED",
+		1: "ACTOR_TYPE_API_KEY",
+		2: "ACTOR_TYPE_TOKEN",
+	}
+	UserEvent_ActorType_value = map[string]int32{
+		"ACTOR_TYPE_UNSPECIFIED": 0,
+		"ACTOR_TYPE_API_KEY":     1,
+		"ACTOR_TYPE_TOKEN":       2,
+	}
+)
+
+func (x UserEvent_ActorType) Enum() *UserEvent_ActorType {
+	p := new(UserEvent_ActorType)
+	*p = x
+	return p
+}
+
+func (x UserEvent_ActorType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (UserEvent_ActorType) Descriptor() protoreflect.EnumDescriptor {
+	return file_users_v1_users_proto_enumTypes[1].Descriptor()
+}
+
+func (UserEvent_ActorType) Type() protoreflect.EnumType {
+	return &file_users_v1_users_proto_enumTypes[1]
+}
+
+func (x UserEvent_ActorType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use UserEvent_ActorType.Descriptor instead.
+func (UserEvent_ActorType) EnumDescriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{18, 1}
+}
+
 // GetUserRequest names the user to read.
 type GetUserRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1224,7 +1278,10 @@ type UserEvent struct {
 	// the write was made with. Only a watcher that sent a valid credential sees it; it is empty for
 	// one without (an anonymous public read), on a heartbeat, and for a change logged before actors
 	// were recorded.
-	Actor         string `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
+	Actor string `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
+	// Which of the two actor is: set whenever actor is, and only then, except on a change logged
+	// before actor types were recorded, whose type is ACTOR_TYPE_UNSPECIFIED.
+	ActorType     UserEvent_ActorType `protobuf:"varint,5,opt,name=actor_type,json=actorType,proto3,enum=users.v1.UserEvent_ActorType" json:"actor_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1285,6 +1342,13 @@ func (x *UserEvent) GetActor() string {
 		return x.Actor
 	}
 	return ""
+}
+
+func (x *UserEvent) GetActorType() UserEvent_ActorType {
+	if x != nil {
+		return x.ActorType
+	}
+	return UserEvent_ACTOR_TYPE_UNSPECIFIED
 }
 
 var File_users_v1_users_proto protoreflect.FileDescriptor
@@ -1369,18 +1433,24 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\x11WatchUsersRequest\x12*\n" +
 	"\x0eafter_sequence\x18\x01 \x01(\x03H\x00R\rafterSequence\x88\x01\x01\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04roleB\x11\n" +
-	"\x0f_after_sequence\"\xf7\x01\n" +
+	"\x0f_after_sequence\"\x8c\x03\n" +
 	"\tUserEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12,\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x18.users.v1.UserEvent.KindR\x04kind\x12\"\n" +
 	"\x04user\x18\x03 \x01(\v2\x0e.users.v1.UserR\x04user\x12\x14\n" +
-	"\x05actor\x18\x04 \x01(\tR\x05actor\"f\n" +
+	"\x05actor\x18\x04 \x01(\tR\x05actor\x12<\n" +
+	"\n" +
+	"actor_type\x18\x05 \x01(\x0e2\x1d.users.v1.UserEvent.ActorTypeR\tactorType\"f\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fKIND_CREATED\x10\x01\x12\x10\n" +
 	"\fKIND_UPDATED\x10\x02\x12\x10\n" +
 	"\fKIND_DELETED\x10\x03\x12\x12\n" +
-	"\x0eKIND_HEARTBEAT\x10\x042\xa6\x05\n" +
+	"\x0eKIND_HEARTBEAT\x10\x04\"U\n" +
+	"\tActorType\x12\x1a\n" +
+	"\x16ACTOR_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12ACTOR_TYPE_API_KEY\x10\x01\x12\x14\n" +
+	"\x10ACTOR_TYPE_TOKEN\x10\x022\xa6\x05\n" +
 	"\x05Users\x128\n" +
 	"\aGetUser\x12\x18.users.v1.GetUserRequest\x1a\x0e.users.v1.User\"\x03\x90\x02\x01\x12I\n" +
 	"\tListUsers\x12\x1a.users.v1.ListUsersRequest\x1a\x1b.users.v1.ListUsersResponse\"\x03\x90\x02\x01\x12G\n" +
@@ -1410,72 +1480,74 @@ func file_users_v1_users_proto_rawDescGZIP() []byte {
 	return file_users_v1_users_proto_rawDescData
 }
 
-var file_users_v1_users_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_users_v1_users_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_users_v1_users_proto_goTypes = []any{
 	(UserEvent_Kind)(0),            // 0: users.v1.UserEvent.Kind
-	(*GetUserRequest)(nil),         // 1: users.v1.GetUserRequest
-	(*User)(nil),                   // 2: users.v1.User
-	(*Post)(nil),                   // 3: users.v1.Post
-	(*ListUsersRequest)(nil),       // 4: users.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),      // 5: users.v1.ListUsersResponse
-	(*CreateUserRequest)(nil),      // 6: users.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),     // 7: users.v1.CreateUserResponse
-	(*ReplaceUserRequest)(nil),     // 8: users.v1.ReplaceUserRequest
-	(*ReplaceUserResponse)(nil),    // 9: users.v1.ReplaceUserResponse
-	(*UpdateUserRequest)(nil),      // 10: users.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),     // 11: users.v1.UpdateUserResponse
-	(*DeleteUserRequest)(nil),      // 12: users.v1.DeleteUserRequest
-	(*DeleteUserResponse)(nil),     // 13: users.v1.DeleteUserResponse
-	(*ListUserPostsRequest)(nil),   // 14: users.v1.ListUserPostsRequest
-	(*ListUserPostsResponse)(nil),  // 15: users.v1.ListUserPostsResponse
-	(*CreateUserPostRequest)(nil),  // 16: users.v1.CreateUserPostRequest
-	(*CreateUserPostResponse)(nil), // 17: users.v1.CreateUserPostResponse
-	(*WatchUsersRequest)(nil),      // 18: users.v1.WatchUsersRequest
-	(*UserEvent)(nil),              // 19: users.v1.UserEvent
-	(*timestamppb.Timestamp)(nil),  // 20: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 21: google.protobuf.FieldMask
+	(UserEvent_ActorType)(0),       // 1: users.v1.UserEvent.ActorType
+	(*GetUserRequest)(nil),         // 2: users.v1.GetUserRequest
+	(*User)(nil),                   // 3: users.v1.User
+	(*Post)(nil),                   // 4: users.v1.Post
+	(*ListUsersRequest)(nil),       // 5: users.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),      // 6: users.v1.ListUsersResponse
+	(*CreateUserRequest)(nil),      // 7: users.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),     // 8: users.v1.CreateUserResponse
+	(*ReplaceUserRequest)(nil),     // 9: users.v1.ReplaceUserRequest
+	(*ReplaceUserResponse)(nil),    // 10: users.v1.ReplaceUserResponse
+	(*UpdateUserRequest)(nil),      // 11: users.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),     // 12: users.v1.UpdateUserResponse
+	(*DeleteUserRequest)(nil),      // 13: users.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),     // 14: users.v1.DeleteUserResponse
+	(*ListUserPostsRequest)(nil),   // 15: users.v1.ListUserPostsRequest
+	(*ListUserPostsResponse)(nil),  // 16: users.v1.ListUserPostsResponse
+	(*CreateUserPostRequest)(nil),  // 17: users.v1.CreateUserPostRequest
+	(*CreateUserPostResponse)(nil), // 18: users.v1.CreateUserPostResponse
+	(*WatchUsersRequest)(nil),      // 19: users.v1.WatchUsersRequest
+	(*UserEvent)(nil),              // 20: users.v1.UserEvent
+	(*timestamppb.Timestamp)(nil),  // 21: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),  // 22: google.protobuf.FieldMask
 }
 var file_users_v1_users_proto_depIdxs = []int32{
-	20, // 0: users.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	20, // 1: users.v1.User.updated_at:type_name -> google.protobuf.Timestamp
-	20, // 2: users.v1.Post.created_at:type_name -> google.protobuf.Timestamp
-	2,  // 3: users.v1.ListUsersResponse.users:type_name -> users.v1.User
-	2,  // 4: users.v1.CreateUserRequest.user:type_name -> users.v1.User
-	2,  // 5: users.v1.CreateUserResponse.user:type_name -> users.v1.User
-	2,  // 6: users.v1.ReplaceUserRequest.user:type_name -> users.v1.User
-	2,  // 7: users.v1.ReplaceUserResponse.user:type_name -> users.v1.User
-	2,  // 8: users.v1.UpdateUserRequest.user:type_name -> users.v1.User
-	21, // 9: users.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	2,  // 10: users.v1.UpdateUserResponse.user:type_name -> users.v1.User
-	3,  // 11: users.v1.ListUserPostsResponse.posts:type_name -> users.v1.Post
-	3,  // 12: users.v1.CreateUserPostRequest.post:type_name -> users.v1.Post
-	3,  // 13: users.v1.CreateUserPostResponse.post:type_name -> users.v1.Post
+	21, // 0: users.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	21, // 1: users.v1.User.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 2: users.v1.Post.created_at:type_name -> google.protobuf.Timestamp
+	3,  // 3: users.v1.ListUsersResponse.users:type_name -> users.v1.User
+	3,  // 4: users.v1.CreateUserRequest.user:type_name -> users.v1.User
+	3,  // 5: users.v1.CreateUserResponse.user:type_name -> users.v1.User
+	3,  // 6: users.v1.ReplaceUserRequest.user:type_name -> users.v1.User
+	3,  // 7: users.v1.ReplaceUserResponse.user:type_name -> users.v1.User
+	3,  // 8: users.v1.UpdateUserRequest.user:type_name -> users.v1.User
+	22, // 9: users.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	3,  // 10: users.v1.UpdateUserResponse.user:type_name -> users.v1.User
+	4,  // 11: users.v1.ListUserPostsResponse.posts:type_name -> users.v1.Post
+	4,  // 12: users.v1.CreateUserPostRequest.post:type_name -> users.v1.Post
+	4,  // 13: users.v1.CreateUserPostResponse.post:type_name -> users.v1.Post
 	0,  // 14: users.v1.UserEvent.kind:type_name -> users.v1.UserEvent.Kind
-	2,  // 15: users.v1.UserEvent.user:type_name -> users.v1.User
-	1,  // 16: users.v1.Users.GetUser:input_type -> users.v1.GetUserRequest
-	4,  // 17: users.v1.Users.ListUsers:input_type -> users.v1.ListUsersRequest
-	6,  // 18: users.v1.Users.CreateUser:input_type -> users.v1.CreateUserRequest
-	8,  // 19: users.v1.Users.ReplaceUser:input_type -> users.v1.ReplaceUserRequest
-	10, // 20: users.v1.Users.UpdateUser:input_type -> users.v1.UpdateUserRequest
-	12, // 21: users.v1.Users.DeleteUser:input_type -> users.v1.DeleteUserRequest
-	14, // 22: users.v1.Users.ListUserPosts:input_type -> users.v1.ListUserPostsRequest
-	16, // 23: users.v1.Users.CreateUserPost:input_type -> users.v1.CreateUserPostRequest
-	18, // 24: users.v1.Users.WatchUsers:input_type -> users.v1.WatchUsersRequest
-	2,  // 25: users.v1.Users.GetUser:output_type -> users.v1.User
-	5,  // 26: users.v1.Users.ListUsers:output_type -> users.v1.ListUsersResponse
-	7,  // 27: users.v1.Users.CreateUser:output_type -> users.v1.CreateUserResponse
-	9,  // 28: users.v1.Users.ReplaceUser:output_type -> users.v1.ReplaceUserResponse
-	11, // 29: users.v1.Users.UpdateUser:output_type -> users.v1.UpdateUserResponse
-	13, // 30: users.v1.Users.DeleteUser:output_type -> users.v1.DeleteUserResponse
-	15, // 31: users.v1.Users.ListUserPosts:output_type -> users.v1.ListUserPostsResponse
-	17, // 32: users.v1.Users.CreateUserPost:output_type -> users.v1.CreateUserPostResponse
-	19, // 33: users.v1.Users.WatchUsers:output_type -> users.v1.UserEvent
-	25, // [25:34] is the sub-list for method output_type
-	16, // [16:25] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	3,  // 15: users.v1.UserEvent.user:type_name -> users.v1.User
+	1,  // 16: users.v1.UserEvent.actor_type:type_name -> users.v1.UserEvent.ActorType
+	2,  // 17: users.v1.Users.GetUser:input_type -> users.v1.GetUserRequest
+	5,  // 18: users.v1.Users.ListUsers:input_type -> users.v1.ListUsersRequest
+	7,  // 19: users.v1.Users.CreateUser:input_type -> users.v1.CreateUserRequest
+	9,  // 20: users.v1.Users.ReplaceUser:input_type -> users.v1.ReplaceUserRequest
+	11, // 21: users.v1.Users.UpdateUser:input_type -> users.v1.UpdateUserRequest
+	13, // 22: users.v1.Users.DeleteUser:input_type -> users.v1.DeleteUserRequest
+	15, // 23: users.v1.Users.ListUserPosts:input_type -> users.v1.ListUserPostsRequest
+	17, // 24: users.v1.Users.CreateUserPost:input_type -> users.v1.CreateUserPostRequest
+	19, // 25: users.v1.Users.WatchUsers:input_type -> users.v1.WatchUsersRequest
+	3,  // 26: users.v1.Users.GetUser:output_type -> users.v1.User
+	6,  // 27: users.v1.Users.ListUsers:output_type -> users.v1.ListUsersResponse
+	8,  // 28: users.v1.Users.CreateUser:output_type -> users.v1.CreateUserResponse
+	10, // 29: users.v1.Users.ReplaceUser:output_type -> users.v1.ReplaceUserResponse
+	12, // 30: users.v1.Users.UpdateUser:output_type -> users.v1.UpdateUserResponse
+	14, // 31: users.v1.Users.DeleteUser:output_type -> users.v1.DeleteUserResponse
+	16, // 32: users.v1.Users.ListUserPosts:output_type -> users.v1.ListUserPostsResponse
+	18, // 33: users.v1.Users.CreateUserPost:output_type -> users.v1.CreateUserPostResponse
+	20, // 34: users.v1.Users.WatchUsers:output_type -> users.v1.UserEvent
+	26, // [26:35] is the sub-list for method output_type
+	17, // [17:26] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_users_v1_users_proto_init() }
@@ -1489,7 +1561,7 @@ func file_users_v1_users_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_users_v1_users_proto_rawDesc), len(file_users_v1_users_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
