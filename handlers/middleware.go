@@ -149,23 +149,42 @@ func withRecover(logger *slog.Logger, errs *errorWriter, next http.Handler) http
 	})
 }
 
-// withBodyLimit caps every request body outside the RPC services: a REST handler that reads past
-// the cap answers 413. An RPC's body is not capped as a whole: connect caps each message of it
-// (connect.WithReadMaxBytes and the bounded gzip), so that the limit means the same message on every
-// protocol, whatever the envelope around it, and a stream may carry many messages each up to the
-// limit. A body that cannot be read for another reason (it ends before its Content-Length, or its
-// chunks are malformed) is the client's error, not a fault.
+// withBodyLimit caps every request body: a REST handler that reads past the cap answers 413. On an
+// RPC, connect caps each message (connect.WithReadMaxBytes and the bounded gzip), so that the limit
+// means the same message on every protocol, whatever the envelope around it; the cap on the body
+// as a whole (rpcBodyLimit) only bounds what connect would read and throw away after a message over
+// the limit. A body that cannot be read for another reason (it ends before its Content-Length, or
+// its chunks are malformed) is the client's error, not a fault.
 func withBodyLimit(routes *routeTable, limit int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != http.NoBody { // net/http's body of a request without one: nothing to cap
-			body := r.Body
-			if !routes.isRPCPath(r.URL.Path) {
-				body = http.MaxBytesReader(w, body, limit)
+			bodyLimit := limit
+			if routes.isRPCPath(r.URL.Path) {
+				bodyLimit = rpcBodyLimit(limit, routes.clientStreams[r.URL.Path])
 			}
-			r.Body = unreadableBodyIsInvalid{body}
+			r.Body = unreadableBodyIsInvalid{http.MaxBytesReader(w, r.Body, bodyLimit)}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// envelopeSize is the prefix of each message of gRPC, gRPC-Web and Connect's streams: a flags byte
+// and the message's length.
+const envelopeSize = 5
+
+// clientStreamMessages is how many messages of the largest size a client stream's body may hold:
+// the one public client stream, reflection, sends a few small requests per session.
+const clientStreamMessages = 16
+
+// rpcBodyLimit is the cap on an RPC's whole body, for messages of at most limit bytes: one message
+// in its envelope, or clientStreamMessages of them when the client streams. Without it connect
+// reads to its end a body whose message is over the limit (on a stream, up to the length its
+// envelope claims), which a client could make gigabytes long.
+func rpcBodyLimit(limit int64, clientStream bool) int64 {
+	if clientStream {
+		return clientStreamMessages * (limit + envelopeSize)
+	}
+	return limit + envelopeSize
 }
 
 // withConnectGETChecks refuses a Connect GET whose base64 message does not decode, as

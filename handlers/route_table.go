@@ -68,8 +68,10 @@ type routeTable struct {
 	watchSlots *watchSlots
 	// rpcPaths are the paths under which RPC services are mounted.
 	rpcPaths []string
-	routes   []route
-	err      error // every refused registration; New fails with it
+	// clientStreams are the paths of the RPC methods whose client sends a stream of messages.
+	clientStreams map[string]bool
+	routes        []route
+	err           error // every refused registration; New fails with it
 }
 
 func newRouteTable(gate *auth.Gate, logger *slog.Logger, metrics *metrics, watchHeartbeat time.Duration) *routeTable {
@@ -124,6 +126,9 @@ type rpcMethod struct {
 	reads  string
 	scope  auth.Scopes
 	stream bool
+	// clientStream: the client sends a stream of messages, each up to the body limit, so that
+	// the request's body as a whole is bounded by rpcBodyLimit's larger cap.
+	clientStream bool
 }
 
 // rpc mounts each method of an RPC service at its own path under path, and records path as an
@@ -133,6 +138,12 @@ type rpcMethod struct {
 func (t *routeTable) rpc(path string, h http.Handler, methods []rpcMethod) {
 	t.rpcPaths = append(t.rpcPaths, path) // first: add asks which routes are RPCs
 	for _, m := range methods {
+		if m.clientStream {
+			if t.clientStreams == nil {
+				t.clientStreams = map[string]bool{}
+			}
+			t.clientStreams[path+m.name] = true
+		}
 		r := route{pattern: path + m.name, access: accessPublic, why: m.reads, scope: m.scope, stream: m.stream}
 		if m.reads == "" {
 			r.access, r.scope = accessProtected, auth.ScopeWrite

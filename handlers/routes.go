@@ -59,7 +59,7 @@ func addRoutes(routes *routeTable, d deps) error {
 		grpcreflect.NewHandlerV1, grpcreflect.NewHandlerV1Alpha,
 	} {
 		reflectionPath, reflection := newReflection(reflector, rpcOptions...)
-		routes.rpc(reflectionPath, reflection, []rpcMethod{{name: "ServerReflectionInfo", reads: "it only describes the services"}})
+		routes.rpc(reflectionPath, reflection, []rpcMethod{{name: "ServerReflectionInfo", reads: "it only describes the services", clientStream: true}})
 	}
 
 	// REST: reads need users.read (or nothing while reads are public), writes users.write.
@@ -102,7 +102,7 @@ func rpcMethods(service protoreflect.ServiceDescriptor) []rpcMethod {
 	for i := range methods.Len() {
 		m := methods.Get(i)
 		options, _ := m.Options().(*descriptorpb.MethodOptions)
-		method := rpcMethod{name: string(m.Name()), stream: m.IsStreamingServer() && !m.IsStreamingClient()}
+		method := rpcMethod{name: string(m.Name()), stream: m.IsStreamingServer() && !m.IsStreamingClient(), clientStream: m.IsStreamingClient()}
 		if options.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS {
 			method.reads, method.scope = "the proto marks it NO_SIDE_EFFECTS", auth.ScopeRead
 		}
