@@ -31,6 +31,12 @@ type storeHealth struct {
 	// drained is closed when draining starts, ended when the watches end; both are made on first
 	// use, so that the zero value works.
 	drained, ended chan struct{}
+
+	// The health watches' one answer (see watchedServing), under watchedMu: whether the process
+	// served when it was last asked, and when that was.
+	watchedMu sync.Mutex
+	watchedOK bool
+	watchedAt time.Time
 }
 
 // servedServices are the services whose health is asked by name, beside "" for the process.
@@ -52,6 +58,22 @@ func (h *storeHealth) notReady(ctx context.Context) string {
 		return "the database does not answer, or takes no writes"
 	}
 	return ""
+}
+
+// watchedServing is serving for the health watches: every watch of a poll period gets the answer of
+// one ping, so that the store is asked as often with ten thousand watches open as with one. A
+// watch is public and lasts, so the pings of one each would grow with what anyone opens, and a
+// store busy answering them would read as down to every probe.
+func (h *storeHealth) watchedServing() bool {
+	if h.draining.Load() {
+		return false
+	}
+	h.watchedMu.Lock()
+	defer h.watchedMu.Unlock()
+	if h.watchedAt.IsZero() || time.Since(h.watchedAt) >= healthWatchPoll {
+		h.watchedOK, h.watchedAt = h.serving(context.Background()), time.Now()
+	}
+	return h.watchedOK
 }
 
 // drain makes the process not serving from now on, and tells the watches at once.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
 	"usersd/users"
 
 	"connectrpc.com/connect"
@@ -41,10 +42,15 @@ func newHealthHandler(h *storeHealth, options ...connect.HandlerOption) (string,
 // status is the serving status of service ("" for the process), or an error for a service that is
 // not served.
 func (h *storeHealth) status(ctx context.Context, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	return statusOf(service, func() bool { return h.serving(ctx) })
+}
+
+// statusOf is the serving status of service, asking serving only for a service that is served.
+func statusOf(service string, serving func() bool) (healthpb.HealthCheckResponse_ServingStatus, error) {
 	if !slices.Contains(servedServices, service) {
 		return healthpb.HealthCheckResponse_SERVICE_UNKNOWN, users.NewError(connect.CodeNotFound, reasonNoService, "unknown service %q", service)
 	}
-	if !h.serving(ctx) {
+	if !serving() {
 		return healthpb.HealthCheckResponse_NOT_SERVING, nil
 	}
 	return healthpb.HealthCheckResponse_SERVING, nil
@@ -77,7 +83,7 @@ func (h *storeHealth) watchRPC(ctx context.Context, req *connect.Request[healthp
 	defer poll.Stop()
 	var last healthpb.HealthCheckResponse_ServingStatus = -1
 	for {
-		status, _ := h.status(ctx, req.Msg.GetService())
+		status, _ := statusOf(req.Msg.GetService(), h.watchedServing)
 		if status != last {
 			if err := stream.Send(&healthpb.HealthCheckResponse{Status: status}); err != nil {
 				return err

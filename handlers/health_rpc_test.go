@@ -3,16 +3,20 @@ package handlers
 import (
 	"errors"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpcreflect"
+	"github.com/prometheus/client_golang/prometheus"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"usersd/internal/apitest"
+	"usersd/store/observed"
+	"usersd/store/sqlstore"
 )
 
 // gRPC health's Watch streams the serving status on every protocol: SERVING at once, NOT_SERVING
@@ -111,5 +115,56 @@ func TestRPCUnknownProcedure(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Code() != connect.CodeUnimplemented {
 			t.Errorf("%s: %v, want unimplemented", p.Name, err)
 		}
+	}
+}
+
+// TestHealthWatchesShareOnePing: a health watch is public and lasts, so the store must not be asked
+// once per watch: fifty watches opened together get the answer of one ping.
+func TestHealthWatchesShareOnePing(t *testing.T) {
+	st, err := sqlstore.Open(t.Context(), filepath.Join(t.TempDir(), "users.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	registry := prometheus.NewRegistry()
+	counted, err := observed.New(st, observed.Options{Metrics: registry, System: "sqlite"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServerWith(t, Config{Store: counted})
+	pings := func() uint64 {
+		families, err := registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if f.GetName() == "usersd_store_operation_duration_seconds" && l.GetName() == "operation" && l.GetValue() == "Ping" {
+						return m.GetHistogram().GetSampleCount()
+					}
+				}
+			}
+		}
+		return 0
+	}
+	before := pings()
+	watch := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](apitest.H2CClient,
+		s.BaseURL+"/grpc.health.v1.Health/Watch", connect.WithGRPC())
+	const watches = 50
+	for range watches {
+		stream, err := watch.CallServerStream(t.Context(), connect.NewRequest(&healthpb.HealthCheckRequest{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stream.Close()
+		if !stream.Receive() || stream.Msg().GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("got %v (%v), want SERVING", stream.Msg().GetStatus(), stream.Err())
+		}
+	}
+	// One ping a poll period; a machine slow enough to open the fifty across a few periods makes
+	// a few.
+	if n := pings() - before; n > watches/10 {
+		t.Fatalf("%d watches pinged the store %d times, want about once for them all", watches, n)
 	}
 }
