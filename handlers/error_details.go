@@ -29,11 +29,14 @@ func withDetails(ce *connect.Error, err error) *connect.Error {
 		if he.reason != users.ReasonNone {
 			reason = he.reason
 		}
+		if he.field != "" {
+			metadata, field = map[string]string{"field": he.field}, he.field
+		}
 	case errors.As(err, &ue) && ue.Code() == ce.Code():
 		reason, metadata, field = ue.Reason(), ue.Metadata(), ue.Field()
 	}
 	addDetail(ce, &errdetails.ErrorInfo{Reason: string(reason), Domain: errorDomain, Metadata: metadata})
-	if ce.Code() == connect.CodeInvalidArgument {
+	if ce.Code() == connect.CodeInvalidArgument && field != "" { // every bad input of ours names one
 		addDetail(ce, &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
 			{Field: field, Description: ce.Message()},
 		}})

@@ -88,7 +88,7 @@ func TestEveryErrorCarriesItsReason(t *testing.T) {
 		{
 			name: "a body of another media type",
 			rest: request{Method: "POST", Path: "/users", Header: map[string]string{"Content-Type": "text/plain"}, Body: `{"name":"x"}`, Key: true},
-			code: connect.CodeInvalidArgument, status: http.StatusUnsupportedMediaType, reason: "UNSUPPORTED_MEDIA_TYPE",
+			code: connect.CodeInvalidArgument, status: http.StatusUnsupportedMediaType, reason: "UNSUPPORTED_MEDIA_TYPE", metadata: map[string]string{"field": "Content-Type"},
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {

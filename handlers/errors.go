@@ -26,6 +26,7 @@ type httpError struct {
 	status  int          // the REST answer
 	code    connect.Code // what an RPC client gets instead
 	reason  users.Reason // what went wrong (the ErrorInfo and REST "reason"); ReasonNone: the code's
+	field   string       // the header a bad input names, if any: its ErrorInfo metadata and BadRequest
 	message string
 }
 
@@ -33,6 +34,13 @@ func (e *httpError) Error() string { return e.message }
 
 func newHTTPError(status int, code connect.Code, reason users.Reason, format string, args ...any) *httpError {
 	return &httpError{status: status, code: code, reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// unsupportedMediaType is the 415 of a body whose Content-Type the route does not take.
+func unsupportedMediaType(format string, args ...any) *httpError {
+	e := newHTTPError(http.StatusUnsupportedMediaType, connect.CodeInvalidArgument, reasonUnsupportedMediaType, format, args...)
+	e.field = "Content-Type"
+	return e
 }
 
 // The reasons of the errors of HTTP itself (see users.Reason): where one code stands for several

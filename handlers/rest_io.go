@@ -39,11 +39,10 @@ func readBody(r *http.Request, accepted ...string) ([]byte, error) {
 	header := headerValue(r.Header, "Content-Type")
 	mediaType, params, err := mime.ParseMediaType(header)
 	if err != nil || !slices.Contains(accepted, mediaType) {
-		return nil, newHTTPError(http.StatusUnsupportedMediaType, connect.CodeInvalidArgument, reasonUnsupportedMediaType,
-			"Content-Type must be %s, got %q", strings.Join(accepted, " or "), header)
+		return nil, unsupportedMediaType("Content-Type must be %s, got %q", strings.Join(accepted, " or "), header)
 	}
 	if charset, ok := params["charset"]; ok && !strings.EqualFold(charset, "utf-8") {
-		return nil, newHTTPError(http.StatusUnsupportedMediaType, connect.CodeInvalidArgument, reasonUnsupportedMediaType, "JSON must be UTF-8, got charset %q", charset)
+		return nil, unsupportedMediaType("JSON must be UTF-8, got charset %q", charset)
 	}
 	body, err := io.ReadAll(r.Body)
 	var tooLarge *http.MaxBytesError
