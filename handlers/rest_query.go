@@ -28,14 +28,18 @@ func parseCollectionQuery(r *http.Request, allowed ...string) (collectionQuery, 
 		return collectionQuery{}, users.InvalidField("query", "malformed query string: %v", err)
 	}
 	for name, vs := range values {
+		field := strings.ToValidUTF8(name, "\uFFFD")
+		if field == "" { // "?=0": a parameter without a name is named by the query it is in
+			field = "query"
+		}
 		if !utf8.ValidString(name) || !utf8.ValidString(strings.Join(vs, "")) {
-			return collectionQuery{}, users.InvalidField(strings.ToValidUTF8(name, "\uFFFD"), "query parameter %q is not valid UTF-8", strings.ToValidUTF8(name, "\uFFFD"))
+			return collectionQuery{}, users.InvalidField(field, "query parameter %q is not valid UTF-8", field)
 		}
 		if !slices.Contains(allowed, name) {
-			return collectionQuery{}, users.InvalidField(name, "unknown query parameter %q; allowed: %s", name, strings.Join(allowed, ", "))
+			return collectionQuery{}, users.InvalidField(field, "unknown query parameter %q; allowed: %s", name, strings.Join(allowed, ", "))
 		}
 		if len(vs) > 1 {
-			return collectionQuery{}, users.InvalidField(name, "query parameter %q is given %d times; give it once", name, len(vs))
+			return collectionQuery{}, users.InvalidField(field, "query parameter %q is given %d times; give it once", name, len(vs))
 		}
 	}
 	return collectionQuery{values: values}, nil
