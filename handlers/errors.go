@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 
@@ -88,6 +89,14 @@ func publicError(ctx context.Context, logger *slog.Logger, err error) *connect.E
 	}
 	if ue != nil {
 		return withDetails(ce, err)
+	}
+	var received receivedError
+	if errors.As(err, &received) && len(ce.Details()) == 0 {
+		// connect-go's own error for a message of the stream it could not read: the details of
+		// its code, as withProtocolErrorDetails gives a unary call's.
+		for _, d := range errorDetailsFor(ce.Code(), ce.Message()) {
+			addDetail(ce, d)
+		}
 	}
 	return ce
 }
@@ -195,9 +204,26 @@ func (s sanitizeErrors) WrapStreamingClient(next connect.StreamingClientFunc) co
 
 func (s sanitizeErrors) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := next(ctx, conn); err != nil {
+		if err := next(ctx, markReceiveErrors{conn}); err != nil {
 			return publicError(ctx, s.logger, err)
 		}
 		return nil
 	}
 }
+
+// markReceiveErrors marks the errors of reading the stream's messages, which connect-go makes, so
+// that publicError can tell them from the *connect.Errors that a handler makes and passes as made.
+type markReceiveErrors struct{ connect.StreamingHandlerConn }
+
+func (c markReceiveErrors) Receive(m any) error {
+	err := c.StreamingHandlerConn.Receive(m)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return receivedError{err}
+	}
+	return err
+}
+
+// receivedError is an error of reading a stream's message (see markReceiveErrors).
+type receivedError struct{ error }
+
+func (e receivedError) Unwrap() error { return e.error }

@@ -179,7 +179,7 @@ func New(cfg Config) (*Service, error) {
 // sheds the deadline: see routeTable.add.)
 func withMiddleware(cfg Config, obs observer, routes *routeTable, budget *answerBudget, serving http.Handler) http.Handler {
 	errs := routes.errs
-	h := withCleanPaths(errs, serving)
+	h := withCleanPaths(errs, withProtocolErrorDetails(routes, serving))
 	h = withConnectGETChecks(routes, h)
 	h = withBodyLimit(routes, cfg.MaxBodyBytes, h)
 	h = withChunkedRequestsClosing(h)
