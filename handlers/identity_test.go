@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -337,5 +338,30 @@ func TestAnIdempotentCreateCoversTheIdentity(t *testing.T) {
 	other := send(`{"name":"Ada","email":"other@example.com","labels":{"k":"v"}}`)
 	if other.Status/100 != 4 || other.ErrorReason(t) != "REQUEST_MISMATCH" {
 		t.Fatalf("the key with another email: %d %s, want REQUEST_MISMATCH", other.Status, other.Body)
+	}
+}
+
+// TestWatchesCarryTheIdentity: every way of watching users (the four RPC protocols, SSE over
+// HTTP/1.1 and h2c) delivers the identity of a created and of an updated user.
+func TestWatchesCarryTheIdentity(t *testing.T) {
+	s := startServer(t)
+	var watches []*apitest.WatchStream
+	protocols := apitest.WatchProtocols()
+	for _, p := range protocols {
+		watches = append(watches, apitest.StartWatch(t, s.Server, p, 0, ""))
+	}
+	created := s.Do(t, apitest.HTTP1Client, request{Method: "POST", Path: "/users", Header: apitest.JSONBody, Key: true,
+		Body: `{"name":"Ada","userName":"ada","email":"ada@example.com","externalId":"e1","labels":{"team":"engine"}}`})
+	path := fmt.Sprintf("/users/%d", apitest.IDOf(t, apitest.DecodeObject(t, created.Body)))
+	s.Do(t, apitest.HTTP1Client, request{Method: "PATCH", Path: path, Header: mergePatchBody, Key: true, Body: `{"active":false,"labels":{"team":null}}`})
+	for i, w := range watches {
+		first, second := w.Next(t, 10*time.Second).GetUser(), w.Next(t, 10*time.Second).GetUser()
+		if first.GetUserName() != "ada" || first.GetEmail() != "ada@example.com" || first.GetExternalId() != "e1" ||
+			!first.GetActive() || first.GetLabels()["team"] != "engine" {
+			t.Fatalf("%s: the create carried %v, want the identity", protocols[i].Name, first)
+		}
+		if second.Active == nil || second.GetActive() || len(second.GetLabels()) != 0 || second.GetUserName() != "ada" {
+			t.Fatalf("%s: the update carried %v, want inactive, no labels, the user name kept", protocols[i].Name, second)
+		}
 	}
 }
