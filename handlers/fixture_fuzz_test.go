@@ -283,7 +283,7 @@ func (s fzSnapshot) changed(after fzSnapshot) []int32 {
 			seen[u.ID] = true
 			a, aok := s.user(u.ID)
 			b, bok := after.user(u.ID)
-			if aok != bok || a != b || !reflect.DeepEqual(s.Posts[u.ID], after.Posts[u.ID]) {
+			if aok != bok || !reflect.DeepEqual(a, b) || !reflect.DeepEqual(s.Posts[u.ID], after.Posts[u.ID]) {
 				ids = append(ids, u.ID)
 			}
 		}

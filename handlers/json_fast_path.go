@@ -21,6 +21,10 @@ type fieldShape struct {
 	kind     protoreflect.Kind
 	// message is the full name of the field's message type, for kind MessageKind only.
 	message protoreflect.FullName
+	// presence marks a proto3 optional scalar, written whenever it is set, even to its zero.
+	presence bool
+	// stringMap marks a map<string, string> (kind MessageKind, its entries), written as an object.
+	stringMap bool
 }
 
 // matchFields reports, as an error, how md differs from want: want lists md's fields in the order
@@ -59,6 +63,17 @@ func matchField(fd protoreflect.FieldDescriptor, w fieldShape) error {
 	switch {
 	case fd.Number() != w.number || fd.JSONName() != w.jsonName:
 		return fmt.Errorf("the direct JSON path expects field %d %q here", w.number, w.jsonName)
+	case w.stringMap || fd.IsMap():
+		if !w.stringMap || !fd.IsMap() || fd.MapKey().Kind() != protoreflect.StringKind || fd.MapValue().Kind() != protoreflect.StringKind {
+			return fmt.Errorf("map %t, the direct JSON path expects a map<string, string> %t", fd.IsMap(), w.stringMap)
+		}
+		return nil
+	case w.presence:
+		if fd.Kind() != w.kind || fd.Cardinality() != protoreflect.Optional || !fd.HasPresence() ||
+			fd.ContainingOneof() == nil || !fd.ContainingOneof().IsSynthetic() {
+			return fmt.Errorf("the direct JSON path expects a proto3 optional %s", w.kind)
+		}
+		return nil
 	case fd.Kind() != w.kind:
 		return fmt.Errorf("kind %s, the direct JSON path expects %s", fd.Kind(), w.kind)
 	case fd.Cardinality() != protoreflect.Optional:

@@ -43,9 +43,9 @@ func TestMatchFieldsNoticesSchemaChanges(t *testing.T) {
 		change  func(m *descriptorpb.DescriptorProto)
 	}{
 		{"an unchanged User matches", "User", userJSONShapes(), nil},
-		{"a seventh field of User", "User", userJSONShapes(), func(m *descriptorpb.DescriptorProto) {
+		{"a new field of User", "User", userJSONShapes(), func(m *descriptorpb.DescriptorProto) {
 			m.Field = append(m.Field, &descriptorpb.FieldDescriptorProto{
-				Name: proto.String("nickname"), Number: proto.Int32(7),
+				Name: proto.String("nickname"), Number: proto.Int32(14),
 				Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(),
 			})
 		}},
@@ -70,8 +70,23 @@ func TestMatchFieldsNoticesSchemaChanges(t *testing.T) {
 			f.Proto3Optional, f.OneofIndex = proto.Bool(true), proto.Int32(int32(len(m.OneofDecl)-1))
 		}},
 		{"the etag of User put in a oneof", "User", userJSONShapes(), func(m *descriptorpb.DescriptorProto) {
-			m.OneofDecl = append(m.OneofDecl, &descriptorpb.OneofDescriptorProto{Name: proto.String("tag")})
-			field(m, "etag").OneofIndex = proto.Int32(int32(len(m.OneofDecl) - 1))
+			// A real oneof is declared before the synthetic ones of proto3 optional fields.
+			m.OneofDecl = append([]*descriptorpb.OneofDescriptorProto{{Name: proto.String("tag")}}, m.OneofDecl...)
+			for _, f := range m.Field {
+				if f.OneofIndex != nil {
+					f.OneofIndex = proto.Int32(f.GetOneofIndex() + 1)
+				}
+			}
+			field(m, "etag").OneofIndex = proto.Int32(0)
+		}},
+		{"the active of User made a plain bool", "User", userJSONShapes(), func(m *descriptorpb.DescriptorProto) {
+			f := field(m, "active")
+			f.Proto3Optional, f.OneofIndex = nil, nil
+			m.OneofDecl = nil
+		}},
+		{"the labels of User made a list", "User", userJSONShapes(), func(m *descriptorpb.DescriptorProto) {
+			f := field(m, "labels")
+			f.Type, f.TypeName = descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(), nil
 		}},
 		{"a timestamp of User made another message", "User", userJSONShapes(), func(m *descriptorpb.DescriptorProto) {
 			field(m, "updated_at").TypeName = proto.String(".google.protobuf.FieldMask")

@@ -14,12 +14,17 @@ import (
 )
 
 // mergePatch reads a merge patch of a user. Every member it names goes into the mask: a value sets
-// the field, null removes it (for role: the user has no role then). A user's fields are all scalars,
-// so merging is member by member. The mask is never nil, so an empty patch changes nothing.
+// the field, null removes it (for role: the user has no role then; for active: it is true again).
+// The fields are scalars, merged member by member, but for labels, merged key by key
+// (merge_patch_labels.go). The mask is never nil, so an empty patch changes nothing.
 func mergePatch(body []byte) (*usersv1.User, *fieldmaskpb.FieldMask, error) {
 	user := &usersv1.User{}
 	// Output-only members are ignored whatever their values; the id stays, for UpdateUser to compare.
 	body = withoutOutputOnly(body, user.ProtoReflect().Descriptor(), "id")
+	body, labels, err := cutLabels(body)
+	if err != nil {
+		return nil, nil, err
+	}
 	// The strict codec checks types, unknown and repeated members, and that the patch is an object
 	// (a patch of another JSON type would replace the user with something that is not a user).
 	if err := unmarshalJSON(body, user); err != nil {
@@ -44,6 +49,9 @@ func mergePatch(body []byte) (*usersv1.User, *fieldmaskpb.FieldMask, error) {
 			return nil, nil, users.InvalidField("name", "name cannot be removed: it is required")
 		}
 		mask.Paths = append(mask.Paths, name)
+	}
+	if err := labels.apply(user, mask); err != nil {
+		return nil, nil, err
 	}
 	slices.Sort(mask.Paths)
 	return user, mask, nil

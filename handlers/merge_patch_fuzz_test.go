@@ -58,6 +58,12 @@ func FuzzPatchUser(f *testing.F) {
 			if _, ok := members["role"]; ok {
 				wantRole, namesAField = members.text(t, res, "role"), true
 			}
+			for member, raw := range members {
+				// The identity fields change the user too; labels only by the keys they name.
+				if fzIdentityMembers[member] && string(raw) != "{}" {
+					namesAField = true
+				}
+			}
 			if id, ok := members.int(t, res, "id"); ok && id != 0 && id != int64(fzAda) {
 				t.Fatalf("a body id %d other than the path's %d was accepted:\n%s", id, fzAda, res)
 			}
@@ -83,4 +89,10 @@ func fzValidHeaderValue(v string) bool {
 		}
 	}
 	return true
+}
+
+// fzIdentityMembers are the members of a patch, by JSON and proto name, that set an identity field.
+var fzIdentityMembers = map[string]bool{
+	"userName": true, "user_name": true, "givenName": true, "given_name": true, "familyName": true, "family_name": true,
+	"email": true, "externalId": true, "external_id": true, "active": true, "labels": true,
 }

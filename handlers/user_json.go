@@ -6,6 +6,8 @@
 package handlers
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -23,6 +25,8 @@ type userJSONField struct {
 	int32Of  func(*usersv1.User) int32
 	stringOf func(*usersv1.User) string
 	stampOf  func(*usersv1.User) *timestamppb.Timestamp
+	boolOf   func(*usersv1.User) *bool // nil when unset
+	mapOf    func(*usersv1.User) map[string]string
 }
 
 // userJSONFields is every field the encoder writes, in the order it writes them. The encoder walks
@@ -35,6 +39,13 @@ var userJSONFields = [...]userJSONField{
 	{fieldShape: fieldShape{number: 4, jsonName: "createdAt", kind: protoreflect.MessageKind, message: timestampName}, stampOf: (*usersv1.User).GetCreatedAt},
 	{fieldShape: fieldShape{number: 5, jsonName: "updatedAt", kind: protoreflect.MessageKind, message: timestampName}, stampOf: (*usersv1.User).GetUpdatedAt},
 	{fieldShape: fieldShape{number: 6, jsonName: "etag", kind: protoreflect.StringKind}, stringOf: (*usersv1.User).GetEtag},
+	{fieldShape: fieldShape{number: 7, jsonName: "userName", kind: protoreflect.StringKind}, stringOf: (*usersv1.User).GetUserName},
+	{fieldShape: fieldShape{number: 8, jsonName: "givenName", kind: protoreflect.StringKind}, stringOf: (*usersv1.User).GetGivenName},
+	{fieldShape: fieldShape{number: 9, jsonName: "familyName", kind: protoreflect.StringKind}, stringOf: (*usersv1.User).GetFamilyName},
+	{fieldShape: fieldShape{number: 10, jsonName: "email", kind: protoreflect.StringKind}, stringOf: (*usersv1.User).GetEmail},
+	{fieldShape: fieldShape{number: 11, jsonName: "externalId", kind: protoreflect.StringKind}, stringOf: (*usersv1.User).GetExternalId},
+	{fieldShape: fieldShape{number: 12, jsonName: "active", kind: protoreflect.BoolKind, presence: true}, boolOf: func(u *usersv1.User) *bool { return u.Active }},
+	{fieldShape: fieldShape{number: 13, jsonName: "labels", kind: protoreflect.MessageKind, stringMap: true}, mapOf: (*usersv1.User).GetLabels},
 }
 
 // timestampName is the one message type the encoder writes, in appendTimestamp.
@@ -81,7 +92,23 @@ func appendUserJSON(b []byte, u *usersv1.User) ([]byte, bool) {
 			}
 			b = appendJSONName(b, start, f.jsonName)
 			b, ok = appendJSONString(b, v)
+		case protoreflect.BoolKind:
+			v := f.boolOf(u)
+			if v == nil {
+				continue
+			}
+			b = appendJSONName(b, start, f.jsonName)
+			b = strconv.AppendBool(b, *v)
 		case protoreflect.MessageKind:
+			if f.stringMap {
+				m := f.mapOf(u)
+				if len(m) == 0 {
+					continue
+				}
+				b = appendJSONName(b, start, f.jsonName)
+				b, ok = appendStringMap(b, m)
+				break
+			}
 			v := f.stampOf(u)
 			if v == nil {
 				continue
@@ -93,6 +120,25 @@ func appendUserJSON(b []byte, u *usersv1.User) ([]byte, bool) {
 		}
 		if !ok {
 			return b[:start], false
+		}
+	}
+	return append(b, '}'), true
+}
+
+// appendStringMap writes m as protojson writes a map<string, string>: an object, its keys sorted.
+func appendStringMap(b []byte, m map[string]string) ([]byte, bool) {
+	b = append(b, '{')
+	for i, key := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = appendJSONString(b, key); !ok {
+			return b, false
+		}
+		b = append(b, ':')
+		if b, ok = appendJSONString(b, m[key]); !ok {
+			return b, false
 		}
 	}
 	return append(b, '}'), true

@@ -35,7 +35,25 @@ var (
 	ErrRequestInProgress = errors.New("request in progress")
 	// ErrRequestMismatch means an idempotency key was used before with a different request.
 	ErrRequestMismatch = errors.New("idempotency key used with another request")
+	// ErrAlreadyExists means a write would give a user a value that another user holds in a field
+	// that must be unique (see Taken); nothing was written.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrTooManyLabels means a change of a user's labels would leave more than MaxLabels.
+	ErrTooManyLabels = errors.New("too many labels")
 )
+
+// MaxLabels is how many labels a user may have: a patch of some keys is checked against it only
+// once merged with the stored labels, which the store alone sees.
+const MaxLabels = 32
+
+// Taken is the ErrAlreadyExists of one unique field: errors.Is(err, ErrAlreadyExists) holds, and
+// errors.As finds the field, named as in the proto (user_name, email, external_id).
+type Taken struct{ Field string }
+
+func (e Taken) Error() string { return "another user already has this " + e.Field }
+
+// Is makes errors.Is(err, ErrAlreadyExists) hold for a Taken.
+func (e Taken) Is(target error) bool { return target == ErrAlreadyExists }
 
 // User is a stored user.
 type User struct {
@@ -46,6 +64,22 @@ type User struct {
 	UpdatedAt time.Time
 	// Version starts at 1 and grows by one on every write; the entity tag is derived from it.
 	Version int64
+	Identity
+}
+
+// Identity is what a user is known by beside the name: the fields of a user that a provisioning
+// system writes. The empty strings mean none; user_name and email are unique ignoring case
+// (NameKey), external_id exactly, each among the non-empty values.
+type Identity struct {
+	UserName   string
+	GivenName  string
+	FamilyName string
+	Email      string
+	ExternalID string
+	// Inactive is the contract's active, the other way round, so that the zero Identity is the
+	// default one: an active user.
+	Inactive bool
+	Labels   map[string]string // nil or empty: no labels
 }
 
 // Post is a stored post of one user.
@@ -61,12 +95,50 @@ type Post struct {
 type NewUser struct {
 	Name string
 	Role string
+	Identity
 }
 
 // UserChanges names the fields of a user to set; a nil field is left as it is.
 type UserChanges struct {
-	Name *string
-	Role *string
+	Name       *string
+	Role       *string
+	UserName   *string
+	GivenName  *string
+	FamilyName *string
+	Email      *string
+	ExternalID *string
+	Inactive   *bool
+	// Labels, when not nil, replaces every label (an empty map removes them all); LabelChanges then
+	// applies on top of it, or, without it, on top of the stored labels: a key with a value sets
+	// that label, a key with nil removes it. The result must have at most MaxLabels labels
+	// (ErrTooManyLabels).
+	Labels       *map[string]string
+	LabelChanges map[string]*string
+}
+
+// IsEmpty reports whether c changes no field.
+func (c UserChanges) IsEmpty() bool {
+	return c.Name == nil && c.Role == nil && c.UserName == nil && c.GivenName == nil && c.FamilyName == nil &&
+		c.Email == nil && c.ExternalID == nil && c.Inactive == nil && c.Labels == nil && len(c.LabelChanges) == 0
+}
+
+// ApplyLabels returns the labels that c leaves a user with who has stored.
+func (c UserChanges) ApplyLabels(stored map[string]string) map[string]string {
+	out := map[string]string{}
+	if c.Labels != nil {
+		stored = *c.Labels
+	}
+	for k, v := range stored {
+		out[k] = v
+	}
+	for k, v := range c.LabelChanges {
+		if v == nil {
+			delete(out, k)
+		} else {
+			out[k] = *v
+		}
+	}
+	return out
 }
 
 // NewPost holds the writable fields of a post to create.

@@ -9,7 +9,7 @@ import (
 )
 
 func userToProto(u store.User) *usersv1.User {
-	return &usersv1.User{
+	m := &usersv1.User{
 		Id:        u.ID,
 		Name:      u.Name,
 		Role:      u.Role,
@@ -17,6 +17,8 @@ func userToProto(u store.User) *usersv1.User {
 		UpdatedAt: timestamppb.New(u.UpdatedAt),
 		Etag:      ETag(u),
 	}
+	setIdentity(m, u.Identity)
+	return m
 }
 
 func postToProto(p store.Post) *usersv1.Post {

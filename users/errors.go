@@ -36,6 +36,9 @@ const (
 	ReasonRequestInProgress Reason = "REQUEST_IN_PROGRESS"
 	// ReasonRequestMismatch: the idempotency key was used before with another request.
 	ReasonRequestMismatch Reason = "REQUEST_MISMATCH"
+	// ReasonAlreadyExists: another user already holds the value of a unique field (user_name,
+	// email, external_id); the error's metadata names the field.
+	ReasonAlreadyExists Reason = "ALREADY_EXISTS"
 	// ReasonChangesNotKept: a watch's resume point is older than the kept changes, or newer than
 	// any change; the client must reload.
 	ReasonChangesNotKept Reason = "CHANGES_NOT_KEPT"
@@ -72,7 +75,8 @@ func (e *Error) Reason() Reason {
 }
 
 // Field is the request field (or the header or parameter that stands for one) whose value an
-// invalid argument refuses, as the client names it; "" for every other error.
+// invalid argument refuses, or whose value another user already holds, as the client names it; ""
+// for every other error.
 func (e *Error) Field() string { return e.field }
 
 // Metadata is what the error names, for ErrorInfo.metadata: the field of an invalid argument
@@ -103,6 +107,12 @@ func InvalidField(field, format string, args ...any) *Error {
 	return &Error{code: connect.CodeInvalidArgument, reason: ReasonInvalidField, field: field, message: fmt.Sprintf(format, args...)}
 }
 
+// AlreadyExists is the error of a write that would give a user the value of a unique field that
+// another user holds: field names it as the client does, and nothing was written.
+func AlreadyExists(field, format string, args ...any) *Error {
+	return &Error{code: connect.CodeAlreadyExists, reason: ReasonAlreadyExists, field: field, message: fmt.Sprintf(format, args...)}
+}
+
 // codeError is an Error whose message is its cause's.
 func codeError(code connect.Code, cause error) *Error {
 	return &Error{code: code, message: cause.Error(), cause: cause}
@@ -119,6 +129,16 @@ func fromStore(err error) error {
 		if errors.As(err, &missing) {
 			e.id = missing.ID
 		}
+		return e
+	case errors.Is(err, store.ErrAlreadyExists):
+		var taken store.Taken
+		errors.As(err, &taken)
+		e := AlreadyExists(taken.Field, "another user already has this %s; %s must be unique", taken.Field, taken.Field)
+		e.cause = err
+		return e
+	case errors.Is(err, store.ErrTooManyLabels):
+		e := InvalidField("labels", "labels: the change would leave the user with more than %d labels", store.MaxLabels)
+		e.cause = err
 		return e
 	case errors.Is(err, store.ErrVersionMismatch):
 		return errEtagMismatch

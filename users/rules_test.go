@@ -223,7 +223,7 @@ func TestUpdateMasks(t *testing.T) {
 		{"*: every writable field", &fieldmaskpb.FieldMask{Paths: []string{"*"}}, user, true, true, false},
 		{"role alone, cleared", &fieldmaskpb.FieldMask{Paths: []string{"role"}}, &usersv1.User{}, false, true, false},
 		{"output-only fields are ignored", &fieldmaskpb.FieldMask{Paths: []string{"etag", "id", "created_at"}}, user, false, false, false},
-		{"an unknown field", &fieldmaskpb.FieldMask{Paths: []string{"email"}}, user, false, false, true},
+		{"an unknown field", &fieldmaskpb.FieldMask{Paths: []string{"nickname"}}, user, false, false, true},
 		{"a name that must not be removed", &fieldmaskpb.FieldMask{Paths: []string{"name"}}, &usersv1.User{}, false, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {

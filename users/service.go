@@ -155,15 +155,15 @@ func (s *Service) CreateUser(ctx context.Context, req *usersv1.CreateUserRequest
 	if err != nil {
 		return nil, err
 	}
-	nu := store.NewUser{Name: req.GetUser().GetName(), Role: req.GetUser().GetRole()}
-	return createOnce(ctx, s, req.GetRequestId(), requestHash("CreateUser", nu.Name, nu.Role),
+	nu := store.NewUser{Name: req.GetUser().GetName(), Role: req.GetUser().GetRole(), Identity: identityOf(req.GetUser())}
+	return createOnce(ctx, s, req.GetRequestId(), requestHash("CreateUser", append([]string{nu.Name, nu.Role}, identityHash(nu.Identity)...)...),
 		func(created store.User) *usersv1.CreateUserResponse {
 			return &usersv1.CreateUserResponse{User: userToProto(created)}
 		},
 		func(done *store.Completion[store.User]) (store.User, error) { return s.store.CreateUser(ctx, nu, done) })
 }
 
-// ReplaceUser sets every writable field; a role left empty is cleared.
+// ReplaceUser sets every writable field; a field left empty is cleared (active: set true).
 func (s *Service) ReplaceUser(ctx context.Context, req *usersv1.ReplaceUserRequest) (*usersv1.ReplaceUserResponse, error) {
 	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
@@ -185,7 +185,9 @@ func (s *Service) ReplaceUser(ctx context.Context, req *usersv1.ReplaceUserReque
 		return nil, err
 	}
 	name, role := req.GetUser().GetName(), req.GetUser().GetRole()
-	user, err := s.store.UpdateUser(ctx, req.GetId(), store.UserChanges{Name: &name, Role: &role}, ifVersion)
+	changes := store.UserChanges{Name: &name, Role: &role}
+	identityChanges(&changes, identityOf(req.GetUser()))
+	user, err := s.store.UpdateUser(ctx, req.GetId(), changes, ifVersion)
 	if err != nil {
 		return nil, fromStore(err)
 	}
@@ -213,7 +215,7 @@ func (s *Service) UpdateUser(ctx context.Context, req *usersv1.UpdateUserRequest
 		return nil, err
 	}
 	var user store.User
-	if changes == (store.UserChanges{}) {
+	if changes.IsEmpty() {
 		// Nothing to change: no write and no new etag, but the precondition still holds or fails.
 		user, err = s.store.GetUser(ctx, req.GetId())
 		if err == nil && !ifVersion.Allows(user.Version) {
@@ -320,7 +322,10 @@ func checkUserFields(user *usersv1.User) error {
 	if err := checkRequiredText("name", user.GetName(), maxNameLength); err != nil {
 		return err
 	}
-	return checkLine("role", user.GetRole(), maxRoleLength)
+	if err := checkLine("role", user.GetRole(), maxRoleLength); err != nil {
+		return err
+	}
+	return checkIdentity(user)
 }
 
 // clampInt32 fits a count into the int32 of the wire messages.

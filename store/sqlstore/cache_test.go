@@ -248,7 +248,7 @@ func TestEveryWriteThroughTheUserCacheIsSeen(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || storedErr != nil || got != stored {
+			if err != nil || storedErr != nil || !reflect.DeepEqual(got, stored) {
 				t.Fatalf("the cache serves %+v, %v; the database holds %+v, %v", got, err, stored, storedErr)
 			}
 		})
@@ -272,7 +272,7 @@ func TestTheUserCacheServesAUserItRead(t *testing.T) {
 	if err := db.DeleteUser(ctx, u.ID, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := cached.GetUser(ctx, u.ID); err != nil || got != u {
+	if got, err := cached.GetUser(ctx, u.ID); err != nil || !reflect.DeepEqual(got, u) {
 		t.Fatalf("after a delete behind the cache: %+v, %v; want the user it read", got, err)
 	}
 }

@@ -29,6 +29,12 @@ type dialect struct {
 	retryable func(err error) bool
 	// foreignKeyViolation reports whether err is a write that referred to a row that is gone.
 	foreignKeyViolation func(err error) bool
+	// uniqueField names the field of a user whose unique index err broke (see unique.go); "" if
+	// err is no such violation.
+	uniqueField func(err error) string
+	// forUpdate ends a read, in a write's transaction, of a row the write then changes: it locks the
+	// row where writers run at once (PostgreSQL); SQLite has one writer anyway.
+	forUpdate string
 	// countUsers is the query of how many users have the role ("" for all users), read in the same
 	// snapshot as the page it counts. It reads kept counts, never the users themselves.
 	countUsers func(role string) (query string, args []any)

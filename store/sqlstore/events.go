@@ -19,7 +19,8 @@ const (
 	// readEventsQuery reads the changes after $1, up to $2, with the swept and the newest sequence.
 	readEventsQuery = `
 		SELECT w.through, COALESCE((SELECT MAX(sequence) FROM user_events), w.through),
-		       e.sequence, e.kind, e.user_id, e.name, e.role, e.previous_role, e.created_at, e.updated_at, e.version, e.actor, e.actor_type
+		       e.sequence, e.kind, e.user_id, e.name, e.role, e.previous_role, e.created_at, e.updated_at, e.version, e.actor, e.actor_type,
+		       e.user_name, e.given_name, e.family_name, e.email, e.external_id, e.active, e.labels
 		FROM user_events_swept w
 		LEFT JOIN (SELECT * FROM user_events WHERE sequence > $1 ORDER BY sequence LIMIT $2) e ON TRUE`
 	// oldestEventsQuery reads the oldest $1 changes' sequences and times, for the sweep.
@@ -45,11 +46,18 @@ func (s *Store) UserEvents(ctx context.Context, after int64, limit int) (_ store
 	for rows.Next() {
 		var sequence, kind, userID, created, updated, version, actorType sql.NullInt64
 		var name, role, previousRole, actor sql.NullString
-		if err := rows.Scan(&swept, &out.Latest, &sequence, &kind, &userID, &name, &role, &previousRole, &created, &updated, &version, &actor, &actorType); err != nil {
+		var userName, givenName, familyName, email, externalID, labelsText sql.NullString
+		var active sql.NullBool
+		if err := rows.Scan(&swept, &out.Latest, &sequence, &kind, &userID, &name, &role, &previousRole, &created, &updated, &version, &actor, &actorType,
+			&userName, &givenName, &familyName, &email, &externalID, &active, &labelsText); err != nil {
 			return store.UserEvents{}, fmt.Errorf("read user events after %d: %w", after, err)
 		}
 		if !sequence.Valid {
 			continue // the one row of an empty stretch
+		}
+		labels, err := decodeLabels(labelsText.String)
+		if err != nil {
+			return store.UserEvents{}, fmt.Errorf("read user event %d: %w", sequence.Int64, err)
 		}
 		out.Events = append(out.Events, store.UserEvent{
 			Sequence: sequence.Int64,
@@ -57,6 +65,10 @@ func (s *Store) UserEvents(ctx context.Context, after int64, limit int) (_ store
 			User: store.User{
 				ID: int32(userID.Int64), Name: name.String, Role: role.String,
 				CreatedAt: fromMicros(created.Int64), UpdatedAt: fromMicros(updated.Int64), Version: version.Int64,
+				Identity: store.Identity{
+					UserName: userName.String, GivenName: givenName.String, FamilyName: familyName.String,
+					Email: email.String, ExternalID: externalID.String, Inactive: active.Valid && !active.Bool, Labels: labels,
+				},
 			},
 			PreviousRole: previousRole.String,
 			Actor:        store.Actor{Name: actor.String, Type: store.ActorType(actorType.Int64)},

@@ -25,7 +25,14 @@ type migration struct {
 	sql     string
 	// then is what SQL cannot do, run after sql in the same transaction; nil for most migrations.
 	then func(ctx context.Context, tx *sql.Tx) error
+	// outsideTransaction marks a file whose first line is noTransactionMarker: its statements run
+	// one by one outside any transaction (see applyOutsideTransaction).
+	outsideTransaction bool
 }
+
+// noTransactionMarker, as the first line of a migration file, makes it run outside a transaction:
+// for what PostgreSQL refuses in one, such as CREATE INDEX CONCURRENTLY.
+const noTransactionMarker = "-- usersd:no-transaction"
 
 // goSteps are the Go parts of migrations, by the file name without its number, so that the same
 // step serves each backend's file of that name.
@@ -51,7 +58,14 @@ func (d *dialect) migrations() ([]migration, error) {
 			return nil, err
 		}
 		_, description, _ := strings.Cut(e.Name(), "_")
-		ms = append(ms, migration{version: version, name: e.Name(), sql: string(body), then: goSteps[description]})
+		m := migration{version: version, name: e.Name(), sql: string(body), then: goSteps[description]}
+		if firstLine, _, _ := strings.Cut(m.sql, "\n"); strings.TrimSpace(firstLine) == noTransactionMarker {
+			if m.then != nil {
+				return nil, fmt.Errorf("migration %s runs outside a transaction, so it cannot have a Go step", e.Name())
+			}
+			m.outsideTransaction = true
+		}
+		ms = append(ms, m)
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
 	for i := 1; i < len(ms); i++ {
@@ -117,6 +131,9 @@ func (s *Store) migrateSchema(ctx context.Context) error {
 }
 
 func (s *Store) apply(ctx context.Context, conn *sql.Conn, m migration) error {
+	if m.outsideTransaction {
+		return s.applyOutsideTransaction(ctx, conn, m)
+	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -177,4 +194,67 @@ func fillNameKeys(ctx context.Context, tx *sql.Tx) error {
 			return fmt.Errorf("fill name keys: %w", err)
 		}
 	}
+}
+
+// applyOutsideTransaction runs a migration marked noTransactionMarker: each statement alone, in
+// the order of the file, and then the row that records it. A process that stops half way leaves
+// it unrecorded, and the next start runs the whole file again, so such a file must be safe to run
+// twice (IF EXISTS, IF NOT EXISTS). The migration lock, held by the session, still keeps the other
+// processes out.
+func (s *Store) applyOutsideTransaction(ctx context.Context, conn *sql.Conn, m migration) (err error) {
+	var applied bool
+	err = conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.version).Scan(&applied)
+	if err != nil || applied {
+		return err
+	}
+	if s.dialect == &postgresDialect {
+		// As in apply, but for the session, until the migration ends: no transaction to scope it.
+		if _, err := conn.ExecContext(ctx, `SET statement_timeout = 0`); err != nil {
+			return err
+		}
+		if _, err := conn.ExecContext(ctx, `SET lock_timeout = 0`); err != nil {
+			return err
+		}
+		defer func() {
+			if _, resetErr := conn.ExecContext(context.WithoutCancel(ctx), `RESET statement_timeout`); resetErr != nil {
+				err = errors.Join(err, resetErr)
+			}
+			if _, resetErr := conn.ExecContext(context.WithoutCancel(ctx), `RESET lock_timeout`); resetErr != nil {
+				err = errors.Join(err, resetErr)
+			}
+		}()
+	}
+	for _, statement := range migrationStatements(m.sql) {
+		// One statement per call: several in one call would run as one implicit transaction.
+		if _, err := conn.ExecContext(ctx, statement); err != nil {
+			return fmt.Errorf("%q: %w", statement, err)
+		}
+	}
+	_, err = conn.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+		m.version, m.name, micros(s.now()))
+	return err
+}
+
+// migrationStatements splits a migration that runs outside a transaction into its statements: it
+// ends each at a semicolon that ends a line, and drops the comments between them. Such files hold
+// plain statements only (no function bodies, whose semicolons would split them).
+func migrationStatements(text string) []string {
+	var statements []string
+	var current strings.Builder
+	for line := range strings.SplitSeq(text, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		current.WriteString(line)
+		current.WriteString("\n")
+		if strings.HasSuffix(trimmed, ";") {
+			statements = append(statements, strings.TrimSpace(current.String()))
+			current.Reset()
+		}
+	}
+	if rest := strings.TrimSpace(current.String()); rest != "" {
+		statements = append(statements, rest)
+	}
+	return statements
 }

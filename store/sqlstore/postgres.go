@@ -31,7 +31,7 @@ var postgresDialect = dialect{
 	// its count could disagree; REPEATABLE READ reads one snapshot for the whole transaction.
 	snapshot: sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 	lockMigrations: func(ctx context.Context, conn *sql.Conn) (func() error, error) {
-		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLockKey)); err != nil {
+		if err := takeMigrationLock(ctx, conn); err != nil {
 			return nil, err
 		}
 		return func() error {
@@ -49,6 +49,8 @@ var postgresDialect = dialect{
 	// statement of one of them; its write goes to its replica's next batch, after the other commits.
 	retryable:           postgresDeadlock,
 	foreignKeyViolation: func(err error) bool { return postgresCode(err) == "23503" },
+	uniqueField:         postgresUniqueField,
+	forUpdate:           ` FOR UPDATE`,
 	// Kept without a row that every write updates (migration 0007): writes append deltas, and
 	// foldCountDeltas folds them into user_counts.
 	countUsers: func(role string) (string, []any) {
@@ -147,4 +149,29 @@ func postgresCode(err error) string {
 		return pgErr.Code
 	}
 	return ""
+}
+
+// migrationLockPoll is how often a process that waits for the migration lock asks for it again.
+const migrationLockPoll = 100 * time.Millisecond
+
+// takeMigrationLock takes the session lock of the migrations, asking again until it is free rather
+// than waiting in pg_advisory_lock: a statement that waits is a transaction that stays open, and
+// CREATE INDEX CONCURRENTLY, run by the holder of the lock outside a transaction, waits for every
+// open transaction to end; the two would wait for each other until PostgreSQL broke the deadlock
+// by failing the waiting process's start.
+func takeMigrationLock(ctx context.Context, conn *sql.Conn) error {
+	for {
+		var taken bool
+		if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, int64(migrationLockKey)).Scan(&taken); err != nil {
+			return err
+		}
+		if taken {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(migrationLockPoll):
+		}
+	}
 }

@@ -38,6 +38,7 @@ var sqliteDialect = dialect{
 		code, ok := sqliteCode(err)
 		return ok && code == sqliteConstraintForeignKey
 	},
+	uniqueField: sqliteUniqueField,
 	// One row read instead of a scan of every user: triggers keep the counts (migration 0003). SQLite
 	// has one writer anyway, so the rows every write updates cost no concurrency.
 	// SQLite plans without statistics (usersd never runs ANALYZE), and then takes an equality on

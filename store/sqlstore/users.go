@@ -12,16 +12,26 @@ import (
 )
 
 // userColumns are the columns read back. name_key, the search key, is written with every name
-// (store.NameKey) and only ever searched.
-const userColumns = `id, name, role, created_at, updated_at, version`
+// (store.NameKey) and only ever searched; user_name_key and email_key likewise, and only ever
+// held unique.
+const userColumns = `id, name, role, created_at, updated_at, version,
+	user_name, given_name, family_name, email, external_id, active, labels`
 
 func scanUser(row scanner) (store.User, error) {
 	var u store.User
 	var created, updated int64
-	if err := row.Scan(&u.ID, &u.Name, &u.Role, &created, &updated, &u.Version); err != nil {
+	var labels string
+	var active bool
+	if err := row.Scan(&u.ID, &u.Name, &u.Role, &created, &updated, &u.Version,
+		&u.UserName, &u.GivenName, &u.FamilyName, &u.Email, &u.ExternalID, &active, &labels); err != nil {
 		return store.User{}, err
 	}
+	u.Inactive = !active
 	u.CreatedAt, u.UpdatedAt = fromMicros(created), fromMicros(updated)
+	var err error
+	if u.Labels, err = decodeLabels(labels); err != nil {
+		return store.User{}, fmt.Errorf("user %d: %w", u.ID, err)
+	}
 	return u, nil
 }
 
@@ -87,15 +97,20 @@ func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Co
 	defer s.announceChange(&err)
 	var u store.User
 	actor := store.ActorOf(ctx)
-	err = s.write(ctx, len(nu.Name)+len(nu.Role), func(ctx context.Context, tx writeTx) error {
+	labels := encodeLabels(nu.Labels)
+	size := len(nu.Name) + len(nu.Role) + identitySize(nu.Identity) + len(labels)
+	err = s.write(ctx, size, func(ctx context.Context, tx writeTx) error {
 		now := micros(s.now())
 		row := tx.QueryRowContext(ctx,
-			`INSERT INTO users (name, name_key, role, created_at, updated_at, version, changed_by, changed_by_type)
-			 VALUES ($1, $2, $3, $4, $4, 1, $5, $6) RETURNING `+userColumns,
-			nu.Name, store.NameKey(nu.Name), nu.Role, now, actor.Name, int64(actor.Type))
+			`INSERT INTO users (name, name_key, role, created_at, updated_at, version, changed_by, changed_by_type,
+			 user_name, user_name_key, given_name, family_name, email, email_key, external_id, active, labels)
+			 VALUES ($1, $2, $3, $4, $4, 1, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING `+userColumns,
+			nu.Name, store.NameKey(nu.Name), nu.Role, now, actor.Name, int64(actor.Type),
+			nu.UserName, store.NameKey(nu.UserName), nu.GivenName, nu.FamilyName, nu.Email, store.NameKey(nu.Email),
+			nu.ExternalID, !nu.Inactive, labels)
 		var err error
 		if u, err = scanUser(row); err != nil {
-			return fmt.Errorf("insert user: %w", err)
+			return s.uniqueOr(fmt.Errorf("insert user: %w", err))
 		}
 		return complete(ctx, tx, done, u)
 	})
@@ -115,24 +130,36 @@ func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChan
 	if changes.Role != nil {
 		size += len(*changes.Role)
 	}
-	condition, conditionArgs := versionCondition(ifVersion, 8)
+	identity := identityChanges(changes)
+	size += identity.size
+	condition, conditionArgs := versionCondition(ifVersion, 17)
 	actor := store.ActorOf(ctx)
-	args := append([]any{changes.Name, nameKey, changes.Role, nil, id, actor.Name, int64(actor.Type)}, conditionArgs...)
+	args := append([]any{changes.Name, nameKey, changes.Role, nil, id, actor.Name, int64(actor.Type),
+		identity.userName, identity.userNameKey, identity.givenName, identity.familyName,
+		identity.email, identity.emailKey, identity.externalID, identity.active, nil}, conditionArgs...)
 	var u store.User
 	err = s.write(ctx, size, func(ctx context.Context, tx writeTx) error {
 		tx = tx.keepingIf(len(conditionArgs) <= 1)
 		args[3] = micros(s.now())
+		labels, err := s.labelsAfter(ctx, tx, id, changes)
+		if err != nil {
+			return err
+		}
+		args[15] = labels
 		row := tx.QueryRowContext(ctx,
 			`UPDATE users SET name = COALESCE($1, name), name_key = COALESCE($2, name_key), role = COALESCE($3, role),
-			 updated_at = $4, version = version + 1, changed_by = $6, changed_by_type = $7
+			 updated_at = $4, version = version + 1, changed_by = $6, changed_by_type = $7,
+			 user_name = COALESCE($8, user_name), user_name_key = COALESCE($9, user_name_key),
+			 given_name = COALESCE($10, given_name), family_name = COALESCE($11, family_name),
+			 email = COALESCE($12, email), email_key = COALESCE($13, email_key),
+			 external_id = COALESCE($14, external_id), active = COALESCE($15, active), labels = COALESCE($16, labels)
 			 WHERE id = $5`+condition+` RETURNING `+userColumns, args...)
-		var err error
 		u, err = scanUser(row)
 		if errors.Is(err, sql.ErrNoRows) {
 			return whyNotWritten(ctx, tx, id, ifVersion)
 		}
 		if err != nil {
-			return fmt.Errorf("update user %d: %w", id, err)
+			return s.uniqueOr(fmt.Errorf("update user %d: %w", id, err))
 		}
 		return nil
 	})

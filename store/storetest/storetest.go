@@ -40,6 +40,12 @@ func Run(t *testing.T, open func(t *testing.T, now func() time.Time) store.Store
 		{"a cursor page is right after its cursor even when rows around it change", ignoreClock(testKeysetAfterWrites)},
 		{"posts page by cursor as by offset", ignoreClock(testPostsKeyset)},
 
+		{"every identity field is stored as given and read back everywhere", ignoreClock(testIdentityRoundTrip)},
+		{"user names and emails are unique ignoring case, external ids exactly", ignoreClock(testIdentityUnique)},
+		{"of concurrent creates with one user name exactly one is stored", ignoreClock(testIdentityRace)},
+		{"labels merge key by key, up to the limit", ignoreClock(testLabelChanges)},
+		{"the log forgets a deleted user's identity", ignoreClock(testDeleteForgetsIdentity)},
+
 		{"a conditional write happens only at a listed version", ignoreClock(testConditionalWrites)},
 		{"of concurrent writes conditioned on one version exactly one wins", ignoreClock(testConcurrentConditionalWrites)},
 		{"an idempotent create keeps its answer in the create's transaction", ignoreClock(testIdempotentCreate)},

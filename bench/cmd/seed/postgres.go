@@ -130,13 +130,14 @@ func postgresUsersIndexes(ctx context.Context, conn *pgx.Conn) ([]postgresIndex,
 	})
 }
 
-// copyUsers copies users 1..n into users in one COPY, with their name search keys.
+// copyUsers copies users 1..n into users in one COPY, with their name search keys, user names and
+// emails.
 func copyUsers(ctx context.Context, conn *pgx.Conn, n int) (fixture.Summary, error) {
 	summary := fixture.NewSummary()
 	next, stop := iter.Pull(fixture.Users(n))
 	defer stop()
 	// Columns as in store/sqlstore/migrations/postgres: times are Unix microseconds (UTC).
-	columns := []string{"id", "name", "name_key", "role", "created_at", "updated_at", "version"}
+	columns := []string{"id", "name", "name_key", "role", "created_at", "updated_at", "version", "user_name", "user_name_key", "email", "email_key"}
 	copied, err := conn.CopyFrom(ctx, pgx.Identifier{"users"}, columns, pgx.CopyFromFunc(func() ([]any, error) {
 		u, ok := next()
 		if !ok {
@@ -144,7 +145,7 @@ func copyUsers(ctx context.Context, conn *pgx.Conn, n int) (fixture.Summary, err
 		}
 		summary.Add(u)
 		micros := u.CreatedAt.UnixMicro()
-		return []any{u.ID, u.Name, store.NameKey(u.Name), u.Role, micros, micros, u.Version}, nil
+		return append([]any{u.ID, u.Name, store.NameKey(u.Name), u.Role, micros, micros, u.Version}, seedIdentity(u.ID)...), nil
 	}))
 	if err != nil {
 		return summary, fmt.Errorf("copy users: %w", err)

@@ -19,7 +19,7 @@ import (
 )
 
 // sqliteRowsPerInsert is how many users one INSERT statement carries: one statement per user spends
-// most of its time in database/sql and the driver rather than in SQLite. 7 columns x 200 rows stays
+// most of its time in database/sql and the driver rather than in SQLite. 11 columns x 200 rows stays
 // far below SQLite's limit of 32,766 parameters.
 const sqliteRowsPerInsert = 200
 
@@ -123,19 +123,19 @@ func sqliteUsersObjects(ctx context.Context, db *sql.DB) ([]schemaObject, error)
 }
 
 // insertSQLiteUsers appends users 1..n, sqliteRowsPerInsert a statement, sqliteRowsPerTx a
-// transaction, with their name search keys.
+// transaction, with their name search keys, user names and emails.
 func insertSQLiteUsers(ctx context.Context, db *sql.DB, n int) (fixture.Summary, error) {
 	summary := fixture.NewSummary()
 	// Columns as in store/sqlstore/migrations/sqlite: times are Unix microseconds (UTC).
-	const columns = 7
+	const columns = 11
 	statement := func(rows int) string {
 		var b strings.Builder
-		b.WriteString(`INSERT INTO users (id, name, name_key, role, created_at, updated_at, version) VALUES `)
+		b.WriteString(`INSERT INTO users (id, name, name_key, role, created_at, updated_at, version, user_name, user_name_key, email, email_key) VALUES `)
 		for i := range rows {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 		}
 		return b.String()
 	}
@@ -171,6 +171,7 @@ func insertSQLiteUsers(ctx context.Context, db *sql.DB, n int) (fixture.Summary,
 		summary.Add(u)
 		micros := u.CreatedAt.UnixMicro()
 		args = append(args, u.ID, u.Name, store.NameKey(u.Name), u.Role, micros, micros, u.Version)
+		args = append(args, seedIdentity(u.ID)...)
 		if len(args) == cap(args) {
 			if err := flush(); err != nil {
 				return summary, err

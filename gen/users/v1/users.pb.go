@@ -206,7 +206,30 @@ type User struct {
 	// Output only. When the user was last written.
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// Output only. A strong entity tag (RFC 9110, quotes included) that changes on every write.
-	Etag          string `protobuf:"bytes,6,opt,name=etag,proto3" json:"etag,omitempty"`
+	Etag string `protobuf:"bytes,6,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Optional: the name the user signs in with. 1 to 256 bytes of UTF-8, with no control characters
+	// and no leading or trailing space; unique among users, compared ignoring case (Unicode simple case
+	// folding), stored as given. Empty means none.
+	UserName string `protobuf:"bytes,7,opt,name=user_name,json=userName,proto3" json:"user_name,omitempty"`
+	// Optional: the user's given name, at most 200 characters, with the same rules as name for its
+	// characters.
+	GivenName string `protobuf:"bytes,8,opt,name=given_name,json=givenName,proto3" json:"given_name,omitempty"`
+	// Optional: the user's family name, with the same rules as given_name.
+	FamilyName string `protobuf:"bytes,9,opt,name=family_name,json=familyName,proto3" json:"family_name,omitempty"`
+	// Optional: at most 254 bytes, one "@" with a non-empty part on each side and no space; unique
+	// among users, compared ignoring case, stored as given. Empty means none.
+	Email string `protobuf:"bytes,10,opt,name=email,proto3" json:"email,omitempty"`
+	// Optional: the id the provisioning system issued for the user, at most 256 bytes, with no control
+	// characters; unique among users, compared exactly. Empty means none.
+	ExternalId string `protobuf:"bytes,11,opt,name=external_id,json=externalId,proto3" json:"external_id,omitempty"`
+	// Whether the user is active: true unless set false. Always set in answers; unset in a request
+	// means true.
+	Active *bool `protobuf:"varint,12,opt,name=active,proto3,oneof" json:"active,omitempty"`
+	// Optional: at most 32 labels. A key is 1 to 63 characters of a-z, 0-9, "_", "." and "-", starting
+	// with a letter; a value is at most 256 bytes of UTF-8 with no control characters. In an update
+	// mask, "labels" replaces the whole map and "labels.KEY" sets or (when user.labels lacks it)
+	// removes the one label.
+	Labels        map[string]string `protobuf:"bytes,13,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -281,6 +304,55 @@ func (x *User) GetEtag() string {
 		return x.Etag
 	}
 	return ""
+}
+
+func (x *User) GetUserName() string {
+	if x != nil {
+		return x.UserName
+	}
+	return ""
+}
+
+func (x *User) GetGivenName() string {
+	if x != nil {
+		return x.GivenName
+	}
+	return ""
+}
+
+func (x *User) GetFamilyName() string {
+	if x != nil {
+		return x.FamilyName
+	}
+	return ""
+}
+
+func (x *User) GetEmail() string {
+	if x != nil {
+		return x.Email
+	}
+	return ""
+}
+
+func (x *User) GetExternalId() string {
+	if x != nil {
+		return x.ExternalId
+	}
+	return ""
+}
+
+func (x *User) GetActive() bool {
+	if x != nil && x.Active != nil {
+		return *x.Active
+	}
+	return false
+}
+
+func (x *User) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 // Post is a short text that belongs to one user.
@@ -751,9 +823,12 @@ type UpdateUserRequest struct {
 	Id int32 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The new values of the fields named in update_mask. user.id must be 0 or equal to id.
 	User *User `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
-	// The fields to set: "name", "role", or "*" for both ("*" on the binary protocols only: the JSON form
-	// of a field mask cannot carry it, so JSON clients name both fields). Unset means every field that
-	// user populates; set but empty means none. Output-only fields in the mask are ignored.
+	// The fields to set: "name", "role", "user_name", "given_name", "family_name", "email",
+	// "external_id", "active", "labels" (the whole map), "labels.KEY" (one label: set from
+	// user.labels, or removed when user.labels lacks it), or "*" for every one of them ("*" on the
+	// binary protocols only: the JSON form of a field mask cannot carry it, so JSON clients name the
+	// fields). A field named and left empty is cleared (active: set true). Unset means every field
+	// that user populates; set but empty means none. Output-only fields in the mask are ignored.
 	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	// Optional: the etag the caller read (AIP-154). When set, the user is updated only if it still has
 	// this etag; otherwise the call fails with ABORTED and nothing changes.
@@ -1357,7 +1432,7 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\n" +
 	"\x14users/v1/users.proto\x12\busers.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\" \n" +
 	"\x0eGetUserRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x05R\x02id\"\xc8\x01\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\"\xf3\x03\n" +
 	"\x04User\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1366,7 +1441,22 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x12\n" +
-	"\x04etag\x18\x06 \x01(\tR\x04etag\"\x94\x01\n" +
+	"\x04etag\x18\x06 \x01(\tR\x04etag\x12\x1b\n" +
+	"\tuser_name\x18\a \x01(\tR\buserName\x12\x1d\n" +
+	"\n" +
+	"given_name\x18\b \x01(\tR\tgivenName\x12\x1f\n" +
+	"\vfamily_name\x18\t \x01(\tR\n" +
+	"familyName\x12\x14\n" +
+	"\x05email\x18\n" +
+	" \x01(\tR\x05email\x12\x1f\n" +
+	"\vexternal_id\x18\v \x01(\tR\n" +
+	"externalId\x12\x1b\n" +
+	"\x06active\x18\f \x01(\bH\x00R\x06active\x88\x01\x01\x122\n" +
+	"\x06labels\x18\r \x03(\v2\x1a.users.v1.User.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\t\n" +
+	"\a_active\"\x94\x01\n" +
 	"\x04Post\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\x05R\x06userId\x12\x14\n" +
@@ -1481,7 +1571,7 @@ func file_users_v1_users_proto_rawDescGZIP() []byte {
 }
 
 var file_users_v1_users_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_users_v1_users_proto_goTypes = []any{
 	(UserEvent_Kind)(0),            // 0: users.v1.UserEvent.Kind
 	(UserEvent_ActorType)(0),       // 1: users.v1.UserEvent.ActorType
@@ -1504,50 +1594,52 @@ var file_users_v1_users_proto_goTypes = []any{
 	(*CreateUserPostResponse)(nil), // 18: users.v1.CreateUserPostResponse
 	(*WatchUsersRequest)(nil),      // 19: users.v1.WatchUsersRequest
 	(*UserEvent)(nil),              // 20: users.v1.UserEvent
-	(*timestamppb.Timestamp)(nil),  // 21: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 22: google.protobuf.FieldMask
+	nil,                            // 21: users.v1.User.LabelsEntry
+	(*timestamppb.Timestamp)(nil),  // 22: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),  // 23: google.protobuf.FieldMask
 }
 var file_users_v1_users_proto_depIdxs = []int32{
-	21, // 0: users.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	21, // 1: users.v1.User.updated_at:type_name -> google.protobuf.Timestamp
-	21, // 2: users.v1.Post.created_at:type_name -> google.protobuf.Timestamp
-	3,  // 3: users.v1.ListUsersResponse.users:type_name -> users.v1.User
-	3,  // 4: users.v1.CreateUserRequest.user:type_name -> users.v1.User
-	3,  // 5: users.v1.CreateUserResponse.user:type_name -> users.v1.User
-	3,  // 6: users.v1.ReplaceUserRequest.user:type_name -> users.v1.User
-	3,  // 7: users.v1.ReplaceUserResponse.user:type_name -> users.v1.User
-	3,  // 8: users.v1.UpdateUserRequest.user:type_name -> users.v1.User
-	22, // 9: users.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	3,  // 10: users.v1.UpdateUserResponse.user:type_name -> users.v1.User
-	4,  // 11: users.v1.ListUserPostsResponse.posts:type_name -> users.v1.Post
-	4,  // 12: users.v1.CreateUserPostRequest.post:type_name -> users.v1.Post
-	4,  // 13: users.v1.CreateUserPostResponse.post:type_name -> users.v1.Post
-	0,  // 14: users.v1.UserEvent.kind:type_name -> users.v1.UserEvent.Kind
-	3,  // 15: users.v1.UserEvent.user:type_name -> users.v1.User
-	1,  // 16: users.v1.UserEvent.actor_type:type_name -> users.v1.UserEvent.ActorType
-	2,  // 17: users.v1.Users.GetUser:input_type -> users.v1.GetUserRequest
-	5,  // 18: users.v1.Users.ListUsers:input_type -> users.v1.ListUsersRequest
-	7,  // 19: users.v1.Users.CreateUser:input_type -> users.v1.CreateUserRequest
-	9,  // 20: users.v1.Users.ReplaceUser:input_type -> users.v1.ReplaceUserRequest
-	11, // 21: users.v1.Users.UpdateUser:input_type -> users.v1.UpdateUserRequest
-	13, // 22: users.v1.Users.DeleteUser:input_type -> users.v1.DeleteUserRequest
-	15, // 23: users.v1.Users.ListUserPosts:input_type -> users.v1.ListUserPostsRequest
-	17, // 24: users.v1.Users.CreateUserPost:input_type -> users.v1.CreateUserPostRequest
-	19, // 25: users.v1.Users.WatchUsers:input_type -> users.v1.WatchUsersRequest
-	3,  // 26: users.v1.Users.GetUser:output_type -> users.v1.User
-	6,  // 27: users.v1.Users.ListUsers:output_type -> users.v1.ListUsersResponse
-	8,  // 28: users.v1.Users.CreateUser:output_type -> users.v1.CreateUserResponse
-	10, // 29: users.v1.Users.ReplaceUser:output_type -> users.v1.ReplaceUserResponse
-	12, // 30: users.v1.Users.UpdateUser:output_type -> users.v1.UpdateUserResponse
-	14, // 31: users.v1.Users.DeleteUser:output_type -> users.v1.DeleteUserResponse
-	16, // 32: users.v1.Users.ListUserPosts:output_type -> users.v1.ListUserPostsResponse
-	18, // 33: users.v1.Users.CreateUserPost:output_type -> users.v1.CreateUserPostResponse
-	20, // 34: users.v1.Users.WatchUsers:output_type -> users.v1.UserEvent
-	26, // [26:35] is the sub-list for method output_type
-	17, // [17:26] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	22, // 0: users.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	22, // 1: users.v1.User.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 2: users.v1.User.labels:type_name -> users.v1.User.LabelsEntry
+	22, // 3: users.v1.Post.created_at:type_name -> google.protobuf.Timestamp
+	3,  // 4: users.v1.ListUsersResponse.users:type_name -> users.v1.User
+	3,  // 5: users.v1.CreateUserRequest.user:type_name -> users.v1.User
+	3,  // 6: users.v1.CreateUserResponse.user:type_name -> users.v1.User
+	3,  // 7: users.v1.ReplaceUserRequest.user:type_name -> users.v1.User
+	3,  // 8: users.v1.ReplaceUserResponse.user:type_name -> users.v1.User
+	3,  // 9: users.v1.UpdateUserRequest.user:type_name -> users.v1.User
+	23, // 10: users.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	3,  // 11: users.v1.UpdateUserResponse.user:type_name -> users.v1.User
+	4,  // 12: users.v1.ListUserPostsResponse.posts:type_name -> users.v1.Post
+	4,  // 13: users.v1.CreateUserPostRequest.post:type_name -> users.v1.Post
+	4,  // 14: users.v1.CreateUserPostResponse.post:type_name -> users.v1.Post
+	0,  // 15: users.v1.UserEvent.kind:type_name -> users.v1.UserEvent.Kind
+	3,  // 16: users.v1.UserEvent.user:type_name -> users.v1.User
+	1,  // 17: users.v1.UserEvent.actor_type:type_name -> users.v1.UserEvent.ActorType
+	2,  // 18: users.v1.Users.GetUser:input_type -> users.v1.GetUserRequest
+	5,  // 19: users.v1.Users.ListUsers:input_type -> users.v1.ListUsersRequest
+	7,  // 20: users.v1.Users.CreateUser:input_type -> users.v1.CreateUserRequest
+	9,  // 21: users.v1.Users.ReplaceUser:input_type -> users.v1.ReplaceUserRequest
+	11, // 22: users.v1.Users.UpdateUser:input_type -> users.v1.UpdateUserRequest
+	13, // 23: users.v1.Users.DeleteUser:input_type -> users.v1.DeleteUserRequest
+	15, // 24: users.v1.Users.ListUserPosts:input_type -> users.v1.ListUserPostsRequest
+	17, // 25: users.v1.Users.CreateUserPost:input_type -> users.v1.CreateUserPostRequest
+	19, // 26: users.v1.Users.WatchUsers:input_type -> users.v1.WatchUsersRequest
+	3,  // 27: users.v1.Users.GetUser:output_type -> users.v1.User
+	6,  // 28: users.v1.Users.ListUsers:output_type -> users.v1.ListUsersResponse
+	8,  // 29: users.v1.Users.CreateUser:output_type -> users.v1.CreateUserResponse
+	10, // 30: users.v1.Users.ReplaceUser:output_type -> users.v1.ReplaceUserResponse
+	12, // 31: users.v1.Users.UpdateUser:output_type -> users.v1.UpdateUserResponse
+	14, // 32: users.v1.Users.DeleteUser:output_type -> users.v1.DeleteUserResponse
+	16, // 33: users.v1.Users.ListUserPosts:output_type -> users.v1.ListUserPostsResponse
+	18, // 34: users.v1.Users.CreateUserPost:output_type -> users.v1.CreateUserPostResponse
+	20, // 35: users.v1.Users.WatchUsers:output_type -> users.v1.UserEvent
+	27, // [27:36] is the sub-list for method output_type
+	18, // [18:27] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_users_v1_users_proto_init() }
@@ -1555,6 +1647,7 @@ func file_users_v1_users_proto_init() {
 	if File_users_v1_users_proto != nil {
 		return
 	}
+	file_users_v1_users_proto_msgTypes[1].OneofWrappers = []any{}
 	file_users_v1_users_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1562,7 +1655,7 @@ func file_users_v1_users_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_users_v1_users_proto_rawDesc), len(file_users_v1_users_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file users/v1/users.proto.
  */
 export const file_users_v1_users: GenFile = /*@__PURE__*/
-  fileDesc("ChR1c2Vycy92MS91c2Vycy5wcm90bxIIdXNlcnMudjEiHAoOR2V0VXNlclJlcXVlc3QSCgoCaWQYASABKAUinAEKBFVzZXISCgoCaWQYASABKAUSDAoEbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGV0YWcYBiABKAkicAoEUG9zdBIKCgJpZBgBIAEoBRIPCgd1c2VyX2lkGAIgASgFEg0KBXRpdGxlGAMgASgJEgwKBGJvZHkYBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidAoQTGlzdFVzZXJzUmVxdWVzdBIMCgRyb2xlGAEgASgJEgwKBHNvcnQYAiABKAkSDAoEcGFnZRgDIAEoBRINCgVsaW1pdBgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJEhMKC25hbWVfcHJlZml4GAYgASgJImAKEUxpc3RVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlchITCgt0b3RhbF9jb3VudBgCIAEoBRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiRQoRQ3JlYXRlVXNlclJlcXVlc3QSHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXISEgoKcmVxdWVzdF9pZBgCIAEoCSIyChJDcmVhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiTAoSUmVwbGFjZVVzZXJSZXF1ZXN0EgoKAmlkGAEgASgFEhwKBHVzZXIYAiABKAsyDi51c2Vycy52MS5Vc2VyEgwKBGV0YWcYAyABKAkiMwoTUmVwbGFjZVVzZXJSZXNwb25zZRIcCgR1c2VyGAEgASgLMg4udXNlcnMudjEuVXNlciJ8ChFVcGRhdGVVc2VyUmVxdWVzdBIKCgJpZBgBIAEoBRIcCgR1c2VyGAIgASgLMg4udXNlcnMudjEuVXNlchIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSDAoEZXRhZxgEIAEoCSIyChJVcGRhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiLQoRRGVsZXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSDAoEZXRhZxgCIAEoCSIUChJEZWxldGVVc2VyUmVzcG9uc2UiWAoUTGlzdFVzZXJQb3N0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoBRIMCgRwYWdlGAIgASgFEg0KBWxpbWl0GAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiZAoVTGlzdFVzZXJQb3N0c1Jlc3BvbnNlEh0KBXBvc3RzGAEgAygLMg4udXNlcnMudjEuUG9zdBITCgt0b3RhbF9jb3VudBgCIAEoBRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiWgoVQ3JlYXRlVXNlclBvc3RSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAUSHAoEcG9zdBgCIAEoCzIOLnVzZXJzLnYxLlBvc3QSEgoKcmVxdWVzdF9pZBgDIAEoCSI2ChZDcmVhdGVVc2VyUG9zdFJlc3BvbnNlEhwKBHBvc3QYASABKAsyDi51c2Vycy52MS5Qb3N0IlEKEVdhdGNoVXNlcnNSZXF1ZXN0EhsKDmFmdGVyX3NlcXVlbmNlGAEgASgDSACIAQESDAoEcm9sZRgCIAEoCUIRCg9fYWZ0ZXJfc2VxdWVuY2Ui5AIKCVVzZXJFdmVudBIQCghzZXF1ZW5jZRgBIAEoAxImCgRraW5kGAIgASgOMhgudXNlcnMudjEuVXNlckV2ZW50LktpbmQSHAoEdXNlchgDIAEoCzIOLnVzZXJzLnYxLlVzZXISDQoFYWN0b3IYBCABKAkSMQoKYWN0b3JfdHlwZRgFIAEoDjIdLnVzZXJzLnYxLlVzZXJFdmVudC5BY3RvclR5cGUiZgoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASEAoMS0lORF9DUkVBVEVEEAESEAoMS0lORF9VUERBVEVEEAISEAoMS0lORF9ERUxFVEVEEAMSEgoOS0lORF9IRUFSVEJFQVQQBCJVCglBY3RvclR5cGUSGgoWQUNUT1JfVFlQRV9VTlNQRUNJRklFRBAAEhYKEkFDVE9SX1RZUEVfQVBJX0tFWRABEhQKEEFDVE9SX1RZUEVfVE9LRU4QAjKmBQoFVXNlcnMSOAoHR2V0VXNlchIYLnVzZXJzLnYxLkdldFVzZXJSZXF1ZXN0Gg4udXNlcnMudjEuVXNlciIDkAIBEkkKCUxpc3RVc2VycxIaLnVzZXJzLnYxLkxpc3RVc2Vyc1JlcXVlc3QaGy51c2Vycy52MS5MaXN0VXNlcnNSZXNwb25zZSIDkAIBEkcKCkNyZWF0ZVVzZXISGy51c2Vycy52MS5DcmVhdGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLkNyZWF0ZVVzZXJSZXNwb25zZRJKCgtSZXBsYWNlVXNlchIcLnVzZXJzLnYxLlJlcGxhY2VVc2VyUmVxdWVzdBodLnVzZXJzLnYxLlJlcGxhY2VVc2VyUmVzcG9uc2USRwoKVXBkYXRlVXNlchIbLnVzZXJzLnYxLlVwZGF0ZVVzZXJSZXF1ZXN0GhwudXNlcnMudjEuVXBkYXRlVXNlclJlc3BvbnNlEkcKCkRlbGV0ZVVzZXISGy51c2Vycy52MS5EZWxldGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLkRlbGV0ZVVzZXJSZXNwb25zZRJVCg1MaXN0VXNlclBvc3RzEh4udXNlcnMudjEuTGlzdFVzZXJQb3N0c1JlcXVlc3QaHy51c2Vycy52MS5MaXN0VXNlclBvc3RzUmVzcG9uc2UiA5ACARJTCg5DcmVhdGVVc2VyUG9zdBIfLnVzZXJzLnYxLkNyZWF0ZVVzZXJQb3N0UmVxdWVzdBogLnVzZXJzLnYxLkNyZWF0ZVVzZXJQb3N0UmVzcG9uc2USRQoKV2F0Y2hVc2VycxIbLnVzZXJzLnYxLldhdGNoVXNlcnNSZXF1ZXN0GhMudXNlcnMudjEuVXNlckV2ZW50IgOQAgEwAUJ4Cgxjb20udXNlcnMudjFCClVzZXJzUHJvdG9QAVobdXNlcnNkL2dlbi91c2Vycy92MTt1c2Vyc3YxogIDVVhYqgIIVXNlcnMuVjHKAghVc2Vyc1xWMeICFFVzZXJzXFYxXEdQQk1ldGFkYXRh6gIJVXNlcnM6OlYxYgZwcm90bzM", [file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("ChR1c2Vycy92MS91c2Vycy5wcm90bxIIdXNlcnMudjEiHAoOR2V0VXNlclJlcXVlc3QSCgoCaWQYASABKAUi9wIKBFVzZXISCgoCaWQYASABKAUSDAoEbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGV0YWcYBiABKAkSEQoJdXNlcl9uYW1lGAcgASgJEhIKCmdpdmVuX25hbWUYCCABKAkSEwoLZmFtaWx5X25hbWUYCSABKAkSDQoFZW1haWwYCiABKAkSEwoLZXh0ZXJuYWxfaWQYCyABKAkSEwoGYWN0aXZlGAwgASgISACIAQESKgoGbGFiZWxzGA0gAygLMhoudXNlcnMudjEuVXNlci5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB19hY3RpdmUicAoEUG9zdBIKCgJpZBgBIAEoBRIPCgd1c2VyX2lkGAIgASgFEg0KBXRpdGxlGAMgASgJEgwKBGJvZHkYBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidAoQTGlzdFVzZXJzUmVxdWVzdBIMCgRyb2xlGAEgASgJEgwKBHNvcnQYAiABKAkSDAoEcGFnZRgDIAEoBRINCgVsaW1pdBgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJEhMKC25hbWVfcHJlZml4GAYgASgJImAKEUxpc3RVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlchITCgt0b3RhbF9jb3VudBgCIAEoBRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiRQoRQ3JlYXRlVXNlclJlcXVlc3QSHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXISEgoKcmVxdWVzdF9pZBgCIAEoCSIyChJDcmVhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiTAoSUmVwbGFjZVVzZXJSZXF1ZXN0EgoKAmlkGAEgASgFEhwKBHVzZXIYAiABKAsyDi51c2Vycy52MS5Vc2VyEgwKBGV0YWcYAyABKAkiMwoTUmVwbGFjZVVzZXJSZXNwb25zZRIcCgR1c2VyGAEgASgLMg4udXNlcnMudjEuVXNlciJ8ChFVcGRhdGVVc2VyUmVxdWVzdBIKCgJpZBgBIAEoBRIcCgR1c2VyGAIgASgLMg4udXNlcnMudjEuVXNlchIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSDAoEZXRhZxgEIAEoCSIyChJVcGRhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiLQoRRGVsZXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSDAoEZXRhZxgCIAEoCSIUChJEZWxldGVVc2VyUmVzcG9uc2UiWAoUTGlzdFVzZXJQb3N0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoBRIMCgRwYWdlGAIgASgFEg0KBWxpbWl0GAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiZAoVTGlzdFVzZXJQb3N0c1Jlc3BvbnNlEh0KBXBvc3RzGAEgAygLMg4udXNlcnMudjEuUG9zdBITCgt0b3RhbF9jb3VudBgCIAEoBRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiWgoVQ3JlYXRlVXNlclBvc3RSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAUSHAoEcG9zdBgCIAEoCzIOLnVzZXJzLnYxLlBvc3QSEgoKcmVxdWVzdF9pZBgDIAEoCSI2ChZDcmVhdGVVc2VyUG9zdFJlc3BvbnNlEhwKBHBvc3QYASABKAsyDi51c2Vycy52MS5Qb3N0IlEKEVdhdGNoVXNlcnNSZXF1ZXN0EhsKDmFmdGVyX3NlcXVlbmNlGAEgASgDSACIAQESDAoEcm9sZRgCIAEoCUIRCg9fYWZ0ZXJfc2VxdWVuY2Ui5AIKCVVzZXJFdmVudBIQCghzZXF1ZW5jZRgBIAEoAxImCgRraW5kGAIgASgOMhgudXNlcnMudjEuVXNlckV2ZW50LktpbmQSHAoEdXNlchgDIAEoCzIOLnVzZXJzLnYxLlVzZXISDQoFYWN0b3IYBCABKAkSMQoKYWN0b3JfdHlwZRgFIAEoDjIdLnVzZXJzLnYxLlVzZXJFdmVudC5BY3RvclR5cGUiZgoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASEAoMS0lORF9DUkVBVEVEEAESEAoMS0lORF9VUERBVEVEEAISEAoMS0lORF9ERUxFVEVEEAMSEgoOS0lORF9IRUFSVEJFQVQQBCJVCglBY3RvclR5cGUSGgoWQUNUT1JfVFlQRV9VTlNQRUNJRklFRBAAEhYKEkFDVE9SX1RZUEVfQVBJX0tFWRABEhQKEEFDVE9SX1RZUEVfVE9LRU4QAjKmBQoFVXNlcnMSOAoHR2V0VXNlchIYLnVzZXJzLnYxLkdldFVzZXJSZXF1ZXN0Gg4udXNlcnMudjEuVXNlciIDkAIBEkkKCUxpc3RVc2VycxIaLnVzZXJzLnYxLkxpc3RVc2Vyc1JlcXVlc3QaGy51c2Vycy52MS5MaXN0VXNlcnNSZXNwb25zZSIDkAIBEkcKCkNyZWF0ZVVzZXISGy51c2Vycy52MS5DcmVhdGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLkNyZWF0ZVVzZXJSZXNwb25zZRJKCgtSZXBsYWNlVXNlchIcLnVzZXJzLnYxLlJlcGxhY2VVc2VyUmVxdWVzdBodLnVzZXJzLnYxLlJlcGxhY2VVc2VyUmVzcG9uc2USRwoKVXBkYXRlVXNlchIbLnVzZXJzLnYxLlVwZGF0ZVVzZXJSZXF1ZXN0GhwudXNlcnMudjEuVXBkYXRlVXNlclJlc3BvbnNlEkcKCkRlbGV0ZVVzZXISGy51c2Vycy52MS5EZWxldGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLkRlbGV0ZVVzZXJSZXNwb25zZRJVCg1MaXN0VXNlclBvc3RzEh4udXNlcnMudjEuTGlzdFVzZXJQb3N0c1JlcXVlc3QaHy51c2Vycy52MS5MaXN0VXNlclBvc3RzUmVzcG9uc2UiA5ACARJTCg5DcmVhdGVVc2VyUG9zdBIfLnVzZXJzLnYxLkNyZWF0ZVVzZXJQb3N0UmVxdWVzdBogLnVzZXJzLnYxLkNyZWF0ZVVzZXJQb3N0UmVzcG9uc2USRQoKV2F0Y2hVc2VycxIbLnVzZXJzLnYxLldhdGNoVXNlcnNSZXF1ZXN0GhMudXNlcnMudjEuVXNlckV2ZW50IgOQAgEwAUJ4Cgxjb20udXNlcnMudjFCClVzZXJzUHJvdG9QAVobdXNlcnNkL2dlbi91c2Vycy92MTt1c2Vyc3YxogIDVVhYqgIIVXNlcnMuVjHKAghVc2Vyc1xWMeICFFVzZXJzXFYxXEdQQk1ldGFkYXRh6gIJVXNlcnM6OlYxYgZwcm90bzM", [file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * GetUserRequest names the user to read.
@@ -90,6 +90,64 @@ export type User = Message<"users.v1.User"> & {
    * @generated from field: string etag = 6;
    */
   etag: string;
+
+  /**
+   * Optional: the name the user signs in with. 1 to 256 bytes of UTF-8, with no control characters
+   * and no leading or trailing space; unique among users, compared ignoring case (Unicode simple case
+   * folding), stored as given. Empty means none.
+   *
+   * @generated from field: string user_name = 7;
+   */
+  userName: string;
+
+  /**
+   * Optional: the user's given name, at most 200 characters, with the same rules as name for its
+   * characters.
+   *
+   * @generated from field: string given_name = 8;
+   */
+  givenName: string;
+
+  /**
+   * Optional: the user's family name, with the same rules as given_name.
+   *
+   * @generated from field: string family_name = 9;
+   */
+  familyName: string;
+
+  /**
+   * Optional: at most 254 bytes, one "@" with a non-empty part on each side and no space; unique
+   * among users, compared ignoring case, stored as given. Empty means none.
+   *
+   * @generated from field: string email = 10;
+   */
+  email: string;
+
+  /**
+   * Optional: the id the provisioning system issued for the user, at most 256 bytes, with no control
+   * characters; unique among users, compared exactly. Empty means none.
+   *
+   * @generated from field: string external_id = 11;
+   */
+  externalId: string;
+
+  /**
+   * Whether the user is active: true unless set false. Always set in answers; unset in a request
+   * means true.
+   *
+   * @generated from field: optional bool active = 12;
+   */
+  active?: boolean | undefined;
+
+  /**
+   * Optional: at most 32 labels. A key is 1 to 63 characters of a-z, 0-9, "_", "." and "-", starting
+   * with a letter; a value is at most 256 bytes of UTF-8 with no control characters. In an update
+   * mask, "labels" replaces the whole map and "labels.KEY" sets or (when user.labels lacks it)
+   * removes the one label.
+   *
+   * @generated from field: map<string, string> labels = 13;
+   */
+  labels: { [key: string]: string };
 };
 
 /**
@@ -378,9 +436,12 @@ export type UpdateUserRequest = Message<"users.v1.UpdateUserRequest"> & {
   user?: User | undefined;
 
   /**
-   * The fields to set: "name", "role", or "*" for both ("*" on the binary protocols only: the JSON form
-   * of a field mask cannot carry it, so JSON clients name both fields). Unset means every field that
-   * user populates; set but empty means none. Output-only fields in the mask are ignored.
+   * The fields to set: "name", "role", "user_name", "given_name", "family_name", "email",
+   * "external_id", "active", "labels" (the whole map), "labels.KEY" (one label: set from
+   * user.labels, or removed when user.labels lacks it), or "*" for every one of them ("*" on the
+   * binary protocols only: the JSON form of a field mask cannot carry it, so JSON clients name the
+   * fields). A field named and left empty is cleared (active: set true). Unset means every field
+   * that user populates; set but empty means none. Output-only fields in the mask are ignored.
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 3;
    */
