@@ -113,6 +113,8 @@ export function describeError(err: unknown): string {
       return `Too many requests${detail}. Wait a few seconds and try again.`;
     case Code.InvalidArgument:
       return `The service refused the input${detail}.`;
+    case Code.AlreadyExists:
+      return `Another user already has that value${detail}. Choose another and try again.`;
     case Code.NotFound:
       return "That user no longer exists. The list has been refreshed.";
     case Code.Aborted:

@@ -70,6 +70,10 @@ const ui = {
   keyInput: element<HTMLInputElement>("key-input"),
   keyState: element<HTMLSpanElement>("key-state"),
   forgetKey: element<HTMLButtonElement>("forget-key"),
+  createLabels: element<HTMLDivElement>("create-labels"),
+  createAddLabel: element<HTMLButtonElement>("create-add-label"),
+  editLabels: element<HTMLDivElement>("edit-labels"),
+  editAddLabel: element<HTMLButtonElement>("edit-add-label"),
   live: element<HTMLSpanElement>("live"),
 };
 
@@ -235,10 +239,17 @@ function renderRows(list: User[]): void {
     open.textContent = user.name;
     open.setAttribute("aria-label", `Open ${user.name}`);
     open.addEventListener("click", () => void openUser(user.id));
-    const cells = [String(user.id), open, user.role || "—", formatTime(user.createdAt)];
+    const nameCell: (string | HTMLElement)[] = [open];
+    if (user.active === false) {
+      const badge = document.createElement("span");
+      badge.className = "badge";
+      badge.textContent = "inactive";
+      nameCell.push(badge);
+    }
+    const cells = [[String(user.id)], nameCell, [user.userName || "—"], [user.email || "—"], [user.role || "—"], [formatTime(user.createdAt)]];
     for (const content of cells) {
       const cell = document.createElement("td");
-      cell.append(content);
+      cell.append(...content);
       row.append(cell);
     }
     return row;
@@ -246,7 +257,7 @@ function renderRows(list: User[]): void {
   if (rows.length === 0) {
     const row = document.createElement("tr");
     const cell = document.createElement("td");
-    cell.colSpan = 4;
+    cell.colSpan = 6;
     cell.className = "empty";
     cell.textContent =
       query.role || query.namePrefix ? "No user matches the filter." : "No users yet: create the first one below.";
@@ -278,10 +289,14 @@ function renderUser(user: User): void {
   renderMeta(user);
   field(ui.editForm, "name").value = user.name;
   field(ui.editForm, "role").value = user.role;
+  for (const name of identityFields) field(ui.editForm, name).value = user[name];
+  checkbox(ui.editForm, "active").checked = user.active !== false;
+  renderLabels(ui.editLabels, user.labels);
 }
 
 function renderMeta(user: User, note = ""): void {
-  ui.detailMeta.textContent = `User ${user.id} · created ${formatTime(user.createdAt)} · updated ${formatTime(user.updatedAt)}${note}`;
+  const state = user.active === false ? "inactive" : "active";
+  ui.detailMeta.textContent = `User ${user.id} · ${state} · created ${formatTime(user.createdAt)} · updated ${formatTime(user.updatedAt)}${note}`;
 }
 
 /** Shows the first page of the user's posts, or with more, adds the next page to those shown. */
@@ -324,7 +339,94 @@ function closeUser(how: "push" | "replace" | "none" = "push"): void {
 
 /** Whether the edit form holds what the open user has: nothing typed that a redraw would lose. */
 function formUnchanged(user: User): boolean {
-  return field(ui.editForm, "name").value === user.name && field(ui.editForm, "role").value === user.role;
+  const typed = formUser(ui.editForm, ui.editLabels);
+  return (
+    (["name", "role", ...identityFields] as const).every((name) => typed[name] === user[name]) &&
+    typed.active === (user.active !== false) &&
+    sameLabels(typed.labels, user.labels)
+  );
+}
+
+/** The text fields of the identity (issue 37), named as in User and in the forms. */
+const identityFields = ["userName", "givenName", "familyName", "email", "externalId"] as const;
+
+type Labels = { [key: string]: string };
+
+/** What a create or edit form holds, as the user it sends: every writable field. */
+function formUser(form: HTMLFormElement, labels: HTMLElement) {
+  const user = {
+    name: field(form, "name").value,
+    role: field(form, "role").value,
+    userName: "",
+    givenName: "",
+    familyName: "",
+    email: "",
+    externalId: "",
+    active: checkbox(form, "active").checked,
+    labels: readLabels(labels),
+  };
+  for (const name of identityFields) user[name] = field(form, name).value.trim();
+  return user;
+}
+
+function sameLabels(a: Labels, b: Labels): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => b[key] === a[key]);
+}
+
+/** The labels the rows hold; a row with neither key nor value is left out, a half-filled one is sent for the service to judge. */
+function readLabels(rows: HTMLElement): Labels {
+  const labels: Labels = {};
+  for (const row of rows.querySelectorAll<HTMLElement>(".label-row")) {
+    const key = row.querySelector<HTMLInputElement>("input[name=label-key]")?.value.trim() ?? "";
+    const value = row.querySelector<HTMLInputElement>("input[name=label-value]")?.value ?? "";
+    if (key || value) labels[key] = value;
+  }
+  return labels;
+}
+
+function renderLabels(rows: HTMLElement, labels: Labels): void {
+  rows.replaceChildren(...Object.keys(labels).sort().map((key) => labelRow(key, labels[key] ?? "")));
+}
+
+/** One label as a key and a value, each with its label, and a button that removes the row. */
+function labelRow(key = "", value = ""): HTMLElement {
+  const row = document.createElement("div");
+  row.className = "label-row";
+  const input = (name: string, text: string, initial: string, maxLength: number) => {
+    const label = document.createElement("label");
+    const box = document.createElement("input");
+    box.name = name;
+    box.value = initial;
+    box.maxLength = maxLength;
+    box.autocomplete = "off";
+    label.append(text, " ", box);
+    return { label, box };
+  };
+  const k = input("label-key", "Key", key, 63);
+  const v = input("label-value", "Value", value, 256);
+  const remove = document.createElement("button");
+  remove.type = "button";
+  remove.className = "secondary remove-label";
+  remove.textContent = "Remove";
+  const name = () => `Remove the label ${k.box.value.trim() || "without a key"}`;
+  remove.setAttribute("aria-label", name());
+  k.box.addEventListener("input", () => remove.setAttribute("aria-label", name()));
+  remove.addEventListener("click", () => {
+    const rows = row.parentElement;
+    row.remove();
+    rows?.closest("fieldset")?.querySelector<HTMLButtonElement>(".add-label")?.focus();
+  });
+  row.append(k.label, v.label, remove);
+  return row;
+}
+
+function checkbox(form: HTMLFormElement, name: string): HTMLInputElement {
+  const control = form.elements.namedItem(name);
+  if (!(control instanceof HTMLInputElement) || control.type !== "checkbox") {
+    throw new Error(`form #${form.id} has no checkbox ${name}`);
+  }
+  return control;
 }
 
 function field(form: HTMLFormElement, name: string): HTMLInputElement | HTMLTextAreaElement {
@@ -455,13 +557,13 @@ window.addEventListener("popstate", () => {
 
 ui.createForm.addEventListener("submit", (event) => {
   event.preventDefault();
-  const name = field(ui.createForm, "name").value;
-  const role = field(ui.createForm, "role").value;
+  const user = formUser(ui.createForm, ui.createLabels);
   void write(async () => {
     // One key per submission: a retry after a dropped connection cannot create the user twice.
-    const res = await users.createUser({ user: { name, role }, requestId: crypto.randomUUID() });
+    const res = await users.createUser({ user, requestId: crypto.randomUUID() });
     if (res.user) madeHere(res.user);
     ui.createForm.reset();
+    ui.createLabels.replaceChildren();
     say(`Created ${res.user?.name} (user ${res.user?.id}).`);
     await loadList();
     if (res.user) await openUser(res.user.id);
@@ -472,12 +574,12 @@ ui.editForm.addEventListener("submit", (event) => {
   event.preventDefault();
   const user = current;
   if (!user) return;
-  const name = field(ui.editForm, "name").value;
-  const role = field(ui.editForm, "role").value;
+  // Every writable field is sent (ReplaceUser): a label removed from the rows is removed.
+  const edited = formUser(ui.editForm, ui.editLabels);
   void write(async () => {
     try {
       // The etag makes the save conditional: it fails if someone else saved in between.
-      const res = await users.replaceUser({ id: user.id, user: { name, role }, etag: user.etag });
+      const res = await users.replaceUser({ id: user.id, user: edited, etag: user.etag });
       current = res.user;
       if (current) {
         madeHere(current);
@@ -505,6 +607,17 @@ ui.deleteButton.addEventListener("click", () => {
 });
 
 ui.closeButton.addEventListener("click", () => closeUser());
+
+for (const [button, rows] of [
+  [ui.createAddLabel, ui.createLabels],
+  [ui.editAddLabel, ui.editLabels],
+] as const) {
+  button.addEventListener("click", () => {
+    const row = labelRow();
+    rows.append(row);
+    row.querySelector("input")?.focus();
+  });
+}
 
 ui.postForm.addEventListener("submit", (event) => {
   event.preventDefault();
