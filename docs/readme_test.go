@@ -203,7 +203,12 @@ func readmeScript(blocks []readmeBlock) string {
 server=
 stop_server() {
   if [ -n "$server" ]; then
-    kill -TERM -- "-$server" 2>/dev/null; wait "$server" 2>/dev/null; server=
+    kill -TERM -- "-$server" 2>/dev/null; wait "$server" 2>/dev/null
+    # go run can end before the server it started has closed its database (and removed SQLite's
+    # -wal and -shm files): wait for every process of the server's session, as a terminal's
+    # prompt comes back only when the server is gone.
+    for _ in $(seq 300); do kill -0 -- "-$server" 2>/dev/null || break; sleep 0.1; done
+    server=
     for _ in $(seq 100); do curl_plain -s -o /dev/null localhost:8080/livez || break; sleep 0.1; done
   fi
 }
