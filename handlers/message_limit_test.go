@@ -25,11 +25,11 @@ func TestRPCMessageLimitIsPerMessage(t *testing.T) {
 		return data
 	}
 	for _, p := range apitest.RPCProtocols {
+		if p.Name == "Connect JSON" {
+			continue // the sizes here are of binary messages; a JSON message's is its base64 text's
+		}
 		t.Run(p.Name, func(t *testing.T) {
 			c := echoClient(s, p)
-			if p.Name == "Connect JSON" { // a message's size is its JSON's, with its bytes in base64
-				t.Skip("the sizes here are of binary messages")
-			}
 			if _, err := c.Unary(t.Context(), connect.NewRequest(&conformancev1.UnaryRequest{RequestData: sized(t, limit)})); err != nil {
 				t.Errorf("a message of exactly the limit: %v, want it answered", err)
 			}

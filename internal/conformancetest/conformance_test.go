@@ -35,9 +35,6 @@ func TestMain(m *testing.M) {
 // case of config.yaml's features must pass, except those listed in known-failing.txt, which must
 // fail (each is a deliberate difference, see docs/API.md#connect-conformance).
 func TestConnectConformance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the conformance suite runs about two thousand calls")
-	}
 	runner := buildRunner(t)
 	self, err := os.Executable()
 	if err != nil {
