@@ -23,6 +23,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"usersd/users"
 )
 
 // protocolErrorField is the field that a bad input of the protocol itself names: connect-go says
@@ -76,9 +78,9 @@ func errorDetailsFor(code connect.Code, message string) []proto.Message {
 // INVALID_FIELD; every other code says it all.
 func protocolReason(code connect.Code) string {
 	if code == connect.CodeInvalidArgument {
-		return "INVALID_FIELD"
+		return string(users.ReasonInvalidField)
 	}
-	return strings.ToUpper(code.String())
+	return string(users.CodeReason(code))
 }
 
 // addGRPCStatusDetails adds grpc-status-details-bin to the gRPC status in header under prefix
