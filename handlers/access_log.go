@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"usersd/handlers/codec"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -73,9 +74,9 @@ func accessLevel(route *routeStats) string {
 
 // appendLogString quotes s for a log line; bytes that are not UTF-8 become U+FFFD, as in slog.
 func appendLogString(b []byte, s string) []byte {
-	if out, ok := appendJSONString(b, s); ok {
+	if out, ok := codec.AppendJSONString(b, s); ok {
 		return out
 	}
-	out, _ := appendJSONString(b, strings.ToValidUTF8(s, "\uFFFD")) // valid now: it cannot decline
+	out, _ := codec.AppendJSONString(b, strings.ToValidUTF8(s, "\uFFFD")) // valid now: it cannot decline
 	return out
 }

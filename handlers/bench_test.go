@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/handlers/codec"
 	"usersd/store"
 	"usersd/store/observed"
 	"usersd/users"
@@ -249,10 +250,10 @@ func BenchmarkProtojsonMarshalUser(b *testing.B) {
 // REST and Connect JSON both encode with it.
 func BenchmarkCodecMarshalUser(b *testing.B) {
 	u := benchUser()
-	codec := jsonCodecs[0]
+	jsonCodec := codec.All[0]
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := codec.Marshal(u); err != nil {
+		if _, err := jsonCodec.Marshal(u); err != nil {
 			b.Fatal(err)
 		}
 	}

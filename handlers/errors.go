@@ -55,7 +55,6 @@ const (
 	reasonAnswersOverBudget    users.Reason = "ANSWERS_OVER_BUDGET"
 	reasonNoRoute              users.Reason = "NO_ROUTE"
 	reasonNoProcedure          users.Reason = "NO_PROCEDURE"
-	reasonNoService            users.Reason = "NO_SERVICE"
 )
 
 // publicError returns what the client may see of err. The service's errors (*users.Error) and

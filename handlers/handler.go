@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"usersd/auth"
+	"usersd/handlers/health"
 	"usersd/store"
 	"usersd/users"
 )
@@ -94,14 +95,14 @@ const DefaultRequestTimeout = 10 * time.Second
 // Service is the handler of the whole service.
 type Service struct {
 	http.Handler
-	health *storeHealth
+	health *health.Checker
 	users  *users.Service
 	routes []route // every route as registered, with who may call it: what the route tests drive
 }
 
 // Drain makes health checks (gRPC health and /health) answer NOT_SERVING from now on, while every
 // route still works, so that load balancers stop sending new requests before the server stops.
-func (s *Service) Drain() { s.health.drain() }
+func (s *Service) Drain() { s.health.Drain() }
 
 // EndWatches ends every watch of users and of gRPC health with UNAVAILABLE (an "error" event on
 // REST), so that clients resume on another replica, and refuses new ones: a watch never ends by
@@ -109,7 +110,7 @@ func (s *Service) Drain() { s.health.drain() }
 // http.Server.RegisterOnShutdown takes it.
 func (s *Service) EndWatches() {
 	s.users.EndWatches()
-	s.health.endWatches()
+	s.health.EndWatches()
 }
 
 // deps is what the routes are built from: the configuration and the pieces New makes from it.
@@ -117,7 +118,7 @@ type deps struct {
 	Config
 	users  *users.Service
 	errs   *errorWriter
-	health *storeHealth
+	health *health.Checker
 }
 
 // New returns the handler of the whole service.
@@ -153,7 +154,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	health := &storeHealth{store: cfg.Store}
+	checker := health.New(cfg.Store)
 	gate, err := auth.NewGate(auth.GateConfig{Keys: cfg.Keys, PrivateReads: cfg.PrivateReads,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Bearer: cfg.Bearer, Logger: cfg.Logger})
 	if err != nil {
@@ -161,7 +162,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	routes := newRouteTable(gate, cfg.Logger, metrics, cfg.WatchHeartbeat)
 	routes.watchSlots = newWatchSlots(cfg.WatchersPerAddress, cfg.WatchersPerConnection)
-	if err := addRoutes(routes, deps{Config: cfg, users: service, errs: routes.errs, health: health}); err != nil {
+	if err := addRoutes(routes, deps{Config: cfg, users: service, errs: routes.errs, health: checker}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
 	go gate.KeepKeys(cmp.Or(cfg.Background, context.Background())) // only now that New cannot fail
@@ -169,7 +170,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Tracing != nil {
 		obs.tracer = cfg.Tracing.Tracer(instrumentationName)
 	}
-	return &Service{Handler: withMiddleware(cfg, obs, routes, budget, routes.serving), health: health, users: service, routes: routes.routes}, nil
+	return &Service{Handler: withMiddleware(cfg, obs, routes, budget, routes.serving), health: checker, users: service, routes: routes.routes}, nil
 }
 
 // withMiddleware wraps the routes in what every request passes through, outermost last. The order

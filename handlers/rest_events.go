@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/handlers/codec"
 	"usersd/users"
 )
 
@@ -105,7 +106,7 @@ func (s *eventStream) Send(batch []*usersv1.UserEvent) error {
 		s.buf.WriteString("\n")
 	}
 	for _, m := range batch {
-		data, err := marshalJSON(m)
+		data, err := codec.MarshalJSON(m)
 		if err != nil {
 			return err
 		}

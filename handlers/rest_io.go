@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"usersd/handlers/codec"
+	"usersd/handlers/restbody"
 	"usersd/users"
 
 	"connectrpc.com/connect"
@@ -63,8 +65,8 @@ func decodeBody(r *http.Request, m proto.Message, pathBound protoreflect.Name) e
 	if err != nil {
 		return err
 	}
-	body = withoutOutputOnly(body, m.ProtoReflect().Descriptor(), pathBound)
-	if err := unmarshalJSON(body, m); err != nil {
+	body = restbody.WithoutOutputOnly(body, m.ProtoReflect().Descriptor(), pathBound)
+	if err := codec.UnmarshalJSON(body, m); err != nil {
 		return users.InvalidField("body", "%v", err)
 	}
 	return nil
@@ -72,7 +74,7 @@ func decodeBody(r *http.Request, m proto.Message, pathBound protoreflect.Name) e
 
 // writeMessage answers with the protojson form of m, held against the answer budget.
 func writeMessage(w http.ResponseWriter, r *http.Request, status int, m proto.Message) error {
-	body, err := marshalJSON(m)
+	body, err := codec.MarshalJSON(m)
 	if err != nil {
 		return fmt.Errorf("encode %T: %w", m, err)
 	}
@@ -94,7 +96,7 @@ func encodeList[M proto.Message](r *http.Request, items []M) ([]byte, error) {
 		if i > 0 {
 			body = append(body, ',')
 		}
-		encoded, err := marshalJSON(item)
+		encoded, err := codec.MarshalJSON(item)
 		if err != nil {
 			return nil, fmt.Errorf("encode %T: %w", item, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/handlers/restbody"
 	"usersd/users"
 )
 
@@ -115,7 +116,7 @@ func updateUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		user, mask, err := mergePatch(body)
+		user, mask, err := restbody.MergePatch(body)
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,8 @@ import (
 	"usersd/auth"
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/handlers/codec"
+	"usersd/handlers/health"
 	"usersd/openapi"
 	"usersd/web"
 )
@@ -25,7 +27,7 @@ const compressMinBytes = 4 << 10
 func addRoutes(routes *routeTable, d deps) error {
 	service, errs := d.users, d.errs
 	rpcOptions := []connect.HandlerOption{
-		connect.WithCodec(jsonCodecs[0]), connect.WithCodec(jsonCodecs[1]), connect.WithCodec(protoCodec{}),
+		connect.WithCodec(codec.All[0]), connect.WithCodec(codec.All[1]), connect.WithCodec(codec.All[2]),
 		connect.WithReadMaxBytes(int(d.MaxBodyBytes)),
 		withBoundedGzip(d.MaxBodyBytes),
 		// gRPC clients offer gzip on every call; compressing a user of a few hundred bytes costs more
@@ -43,13 +45,13 @@ func addRoutes(routes *routeTable, d deps) error {
 	usersOptions := append(slices.Clip(rpcOptions), connect.WithInterceptors(rpcCalls{}, spendAnswerBudget{}))
 	usersPath, usersRPC := usersv1connect.NewUsersHandler(rpcUsers{service}, usersOptions...)
 	routes.rpc(usersPath, usersRPC, rpcMethods(usersv1.File_users_v1_users_proto.Services().ByName("Users")))
-	healthPath, healthRPC := newHealthHandler(d.health, rpcOptions...)
+	healthPath, healthRPC := d.health.Handler(rpcOptions...)
 	routes.rpc(healthPath, healthRPC, []rpcMethod{
 		{name: "Check", reads: "it answers the serving status"},
 		{name: "Watch", reads: "it streams the serving status", stream: true},
 		{name: "List", reads: "it answers the serving status of every service"},
 	})
-	served := []string{usersv1connect.UsersName, healthServiceName}
+	served := []string{usersv1connect.UsersName, health.ServiceName}
 	for _, extra := range d.ExtraServices {
 		addExtraService(routes, extra, rpcOptions)
 		served = append(served, string(extra.Descriptor.FullName()))

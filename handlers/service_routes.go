@@ -8,13 +8,14 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+	"usersd/handlers/health"
 	"usersd/users"
 )
 
 // healthREST answers exactly {"ok":true} while the store answers, and 503 {"ok":false} otherwise.
-func healthREST(health *storeHealth) http.Handler {
+func healthREST(checker *health.Checker) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeHealth(w, health.serving(r.Context()))
+		writeHealth(w, checker.Serving(r.Context()))
 	})
 }
 
@@ -40,10 +41,10 @@ func livezREST() http.Handler {
 // readyzREST answers 200 {"ok":true} while the process should be sent requests (the store answers
 // and takes writes, and the server is not draining), and 503 {"error": why} otherwise: what a
 // readiness probe or a load balancer asks.
-func readyzREST(health *storeHealth) http.Handler {
+func readyzREST(checker *health.Checker) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
-		if why := health.notReady(r.Context()); why != "" {
+		if why := checker.NotReady(r.Context()); why != "" {
 			w.Header().Set("Retry-After", "1")
 			writeUnavailableJSON(w, why)
 			return

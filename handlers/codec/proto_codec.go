@@ -1,5 +1,5 @@
 // The binary codec: connect's own, but with decode errors that name the message by its proto name.
-package handlers
+package codec
 
 import (
 	"fmt"

@@ -3,7 +3,7 @@
 // what those cost a REST GET is measured in docs/PERFORMANCE.md#device-direct-json. Anything it
 // does not cover, it leaves to protojson, so the bytes on the wire never depend
 // on which path wrote them.
-package handlers
+package codec
 
 import (
 	"maps"
@@ -91,7 +91,7 @@ func appendUserJSON(b []byte, u *usersv1.User) ([]byte, bool) {
 				continue
 			}
 			b = appendJSONName(b, start, f.jsonName)
-			b, ok = appendJSONString(b, v)
+			b, ok = AppendJSONString(b, v)
 		case protoreflect.BoolKind:
 			v := f.boolOf(u)
 			if v == nil {
@@ -133,11 +133,11 @@ func appendStringMap(b []byte, m map[string]string) ([]byte, bool) {
 			b = append(b, ',')
 		}
 		var ok bool
-		if b, ok = appendJSONString(b, key); !ok {
+		if b, ok = AppendJSONString(b, key); !ok {
 			return b, false
 		}
 		b = append(b, ':')
-		if b, ok = appendJSONString(b, m[key]); !ok {
+		if b, ok = AppendJSONString(b, m[key]); !ok {
 			return b, false
 		}
 	}
@@ -155,11 +155,11 @@ func appendJSONName(b []byte, start int, name string) []byte {
 	return append(b, '"', ':')
 }
 
-// appendJSONString quotes s as protojson does: only ", \ and control characters are escaped, the
+// AppendJSONString quotes s as protojson does: only ", \ and control characters are escaped, the
 // short forms where JSON has them; every other character, non-ASCII included, is written as is. It
 // declines a string that is not valid UTF-8, which protojson refuses. One pass does both: ASCII
 // bytes byte by byte, anything else a rune at a time.
-func appendJSONString(b []byte, s string) ([]byte, bool) {
+func AppendJSONString(b []byte, s string) ([]byte, bool) {
 	b = append(b, '"')
 	for i := 0; i < len(s); {
 		c := s[i]

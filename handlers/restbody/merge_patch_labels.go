@@ -1,5 +1,5 @@
 // The labels of a merge patch of a user: the one member that is a map, merged key by key.
-package handlers
+package restbody
 
 import (
 	"bytes"

@@ -1,8 +1,13 @@
+// Package restbody turns the bodies of REST writes into the messages of the contract: it takes
+// out the members a client may send but the server sets (AIP-203), and reads a JSON merge patch
+// (RFC 7396) of a user as the user and update mask of UpdateUser. It decides what a body means,
+// not how it arrived: the handlers read it, check its media type and size, and call these.
+package restbody
+
 // Output-only members of REST write bodies (AIP-203): a client may send a resource back as it read
 // it, or with anything at all in a field the server sets, and the member is ignored instead of
 // refused. protojson would still parse such a member's value, so a malformed one
 // ("createdAt": "") would make the whole body a 400; the members are taken out of the body first.
-package handlers
 
 import (
 	"bytes"
@@ -13,12 +18,12 @@ import (
 	"usersd/users"
 )
 
-// withoutOutputOnly returns body, a JSON object of message md, without the members that name an
+// WithoutOutputOnly returns body, a JSON object of message md, without the members that name an
 // output-only field of md (by JSON or proto name, as protojson reads them), except the field
 // pathBound, which the request compares with its path and so must still decode. Every other
 // member is kept byte for byte, duplicates included, for the strict codec to judge. A body that is
 // not one well-formed JSON object is returned as it is: the codec then says what is wrong with it.
-func withoutOutputOnly(body []byte, md protoreflect.MessageDescriptor, pathBound protoreflect.Name) []byte {
+func WithoutOutputOnly(body []byte, md protoreflect.MessageDescriptor, pathBound protoreflect.Name) []byte {
 	fields := md.Fields()
 	if !mayNameOutputOnly(body, fields, pathBound) {
 		return body

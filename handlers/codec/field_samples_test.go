@@ -1,6 +1,6 @@
 // Sample values for every field of a message, set through protoreflect, so that tests of the
 // hand-written JSON paths walk the schema instead of a list of fields written out by hand.
-package handlers
+package codec
 
 import (
 	"bytes"

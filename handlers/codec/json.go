@@ -1,6 +1,8 @@
-// The one JSON codec: REST bodies and Connect JSON are read and written by the same code, so they
-// share names, formats and strictness, and a user is the same bytes on both.
-package handlers
+// Package codec is the wire form of the contract's messages: the JSON that REST bodies and Connect
+// JSON share, and the binary form of gRPC and Connect proto, as connect codecs and as the functions
+// REST reads and writes bodies with. One codec for every face means one set of names, formats and
+// strictness, and a user that is the same bytes on each.
+package codec
 
 import (
 	"bytes"
@@ -25,8 +27,9 @@ type jsonCodec struct {
 	name string
 }
 
-// jsonCodecs replaces connect's JSON codecs under both names that connect registers.
-var jsonCodecs = []connect.Codec{jsonCodec{"json"}, jsonCodec{"json; charset=utf-8"}}
+// All is every codec a connect handler of the service takes: JSON under both names that connect
+// registers (replacing connect's own), then the binary form.
+var All = []connect.Codec{jsonCodec{"json"}, jsonCodec{"json; charset=utf-8"}, protoCodec{}}
 
 func (c jsonCodec) Name() string { return c.name }
 
@@ -37,7 +40,7 @@ func (c jsonCodec) Marshal(message any) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("cannot encode %T: not a proto.Message", message)
 	}
-	return marshalJSON(m)
+	return MarshalJSON(m)
 }
 
 // MarshalStable is used by Connect clients to build cacheable GET URLs; our output is already stable.
@@ -48,11 +51,11 @@ func (c jsonCodec) Unmarshal(data []byte, message any) error {
 	if !ok {
 		return fmt.Errorf("cannot decode into %T: not a proto.Message", message)
 	}
-	return unmarshalJSON(data, m)
+	return UnmarshalJSON(data, m)
 }
 
-// marshalJSON writes the compact protojson form of m; a User takes the direct encoder.
-func marshalJSON(m proto.Message) ([]byte, error) {
+// MarshalJSON writes the compact protojson form of m; a User takes the direct encoder.
+func MarshalJSON(m proto.Message) ([]byte, error) {
 	if u, ok := m.(*usersv1.User); ok {
 		if out, ok := appendUserJSON(make([]byte, 0, 192), u); ok {
 			return out, nil
@@ -75,9 +78,9 @@ func marshalProtoJSON(m proto.Message) ([]byte, error) {
 	return compact.Bytes(), nil
 }
 
-// unmarshalJSON decodes strictly and words its errors for a client: which field, what is wrong. A
+// UnmarshalJSON decodes strictly and words its errors for a client: which field, what is wrong. A
 // GetUserRequest in the form clients send it takes the direct decoder; everything else, protojson.
-func unmarshalJSON(data []byte, m proto.Message) error {
+func UnmarshalJSON(data []byte, m proto.Message) error {
 	if req, ok := m.(*usersv1.GetUserRequest); ok && decodeGetUserRequest(data, req) {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package handlers
+package codec
 
 import (
 	"testing"

@@ -1,5 +1,7 @@
-// Health: one decision, whether the store answers, asked by /health and by gRPC health checking.
-package handlers
+// Package health is whether this process should be sent requests: one decision, that the store
+// answers and the process is not draining, asked by the REST probes and served as gRPC health
+// checking (grpc.health.v1.Health) on every RPC protocol.
+package health
 
 import (
 	"context"
@@ -18,12 +20,12 @@ import (
 // instead of hanging the load balancer's probe.
 const healthTimeout = 2 * time.Second
 
-// errHealthWatchesEnded ends every gRPC health watch when the server stops.
-var errHealthWatchesEnded = users.NewError(connect.CodeUnavailable, users.ReasonNone, "the server is stopping")
+// errWatchesEnded ends every gRPC health watch when the server stops.
+var errWatchesEnded = users.NewError(connect.CodeUnavailable, users.ReasonNone, "the server is stopping")
 
-// storeHealth reports the process ("") and the Users service as healthy while the store answers and
+// Checker reports the process ("") and the Users service as healthy while the store answers and
 // the process is not draining for shutdown.
-type storeHealth struct {
+type Checker struct {
 	store    store.Store
 	draining atomic.Bool
 
@@ -39,16 +41,19 @@ type storeHealth struct {
 	watchedAt time.Time
 }
 
+// New returns the checker of a process that serves from st.
+func New(st store.Store) *Checker { return &Checker{store: st} }
+
 // servedServices are the services whose health is asked by name, beside "" for the process.
 var servedServices = []string{"", usersv1connect.UsersName}
 
-// serving reports whether the process takes new requests and the store answers within healthTimeout.
-func (h *storeHealth) serving(ctx context.Context) bool { return h.notReady(ctx) == "" }
+// Serving reports whether the process takes new requests and the store answers within healthTimeout.
+func (h *Checker) Serving(ctx context.Context) bool { return h.NotReady(ctx) == "" }
 
-// notReady says why the process should not be sent new requests, or "" when it should: it is
+// NotReady says why the process should not be sent new requests, or "" when it should: it is
 // draining, or the store does not answer (or takes no writes) within healthTimeout. The words are
 // for clients: the store's own error is not among them.
-func (h *storeHealth) notReady(ctx context.Context) string {
+func (h *Checker) NotReady(ctx context.Context) string {
 	if h.draining.Load() {
 		return "the server is stopping"
 	}
@@ -64,29 +69,29 @@ func (h *storeHealth) notReady(ctx context.Context) string {
 // one ping, so that the store is asked as often with ten thousand watches open as with one. A
 // watch is public and lasts, so the pings of one each would grow with what anyone opens, and a
 // store busy answering them would read as down to every probe.
-func (h *storeHealth) watchedServing() bool {
+func (h *Checker) watchedServing() bool {
 	if h.draining.Load() {
 		return false
 	}
 	h.watchedMu.Lock()
 	defer h.watchedMu.Unlock()
-	if h.watchedAt.IsZero() || time.Since(h.watchedAt) >= healthWatchPoll {
-		h.watchedOK, h.watchedAt = h.serving(context.Background()), time.Now()
+	if h.watchedAt.IsZero() || time.Since(h.watchedAt) >= watchPoll {
+		h.watchedOK, h.watchedAt = h.Serving(context.Background()), time.Now()
 	}
 	return h.watchedOK
 }
 
-// drain makes the process not serving from now on, and tells the watches at once.
-func (h *storeHealth) drain() {
+// Drain makes the process not serving from now on, and tells the watches at once.
+func (h *Checker) Drain() {
 	h.draining.Store(true)
 	h.closeChannel(func() chan struct{} { return h.drained })
 }
 
-// endWatches ends every health watch, and those that start after.
-func (h *storeHealth) endWatches() { h.closeChannel(func() chan struct{} { return h.ended }) }
+// EndWatches ends every health watch, and those that start after.
+func (h *Checker) EndWatches() { h.closeChannel(func() chan struct{} { return h.ended }) }
 
 // changes returns the channels that are closed when draining starts and when the watches end.
-func (h *storeHealth) changes() (drained, ended <-chan struct{}) {
+func (h *Checker) changes() (drained, ended <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.makeChannels()
@@ -94,7 +99,7 @@ func (h *storeHealth) changes() (drained, ended <-chan struct{}) {
 }
 
 // closeChannel closes the channel that which picks, unless it is closed already.
-func (h *storeHealth) closeChannel(which func() chan struct{}) {
+func (h *Checker) closeChannel(which func() chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.makeChannels()
@@ -105,7 +110,7 @@ func (h *storeHealth) closeChannel(which func() chan struct{}) {
 	}
 }
 
-func (h *storeHealth) makeChannels() {
+func (h *Checker) makeChannels() {
 	if h.drained == nil {
 		h.drained, h.ended = make(chan struct{}), make(chan struct{})
 	}

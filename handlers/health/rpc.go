@@ -2,7 +2,7 @@
 // three that the service's descriptor declares, so that reflection advertises only what is served.
 // grpchealth answers Watch unimplemented and has no List, so the service is served here, with the
 // messages of grpc-go's health package.
-package handlers
+package health
 
 import (
 	"context"
@@ -17,17 +17,17 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// healthServiceName is the service's full name, as health and reflection clients ask for it.
-const healthServiceName = "grpc.health.v1.Health"
+// ServiceName is the service's full name, as health and reflection clients ask for it.
+const ServiceName = "grpc.health.v1.Health"
 
-// healthWatchPoll is how often a health watch asks the store again: draining and the end of the
+// watchPoll is how often a health watch asks the store again: draining and the end of the
 // watches are told at once, but a store that stops (or starts again) answering is only learned by
 // asking it.
-const healthWatchPoll = 5 * time.Second
+const watchPoll = 5 * time.Second
 
-// newHealthHandler returns the path and handler of gRPC health checking on h.
-func newHealthHandler(h *storeHealth, options ...connect.HandlerOption) (string, http.Handler) {
-	const path = "/" + healthServiceName + "/"
+// Handler returns the path and handler of gRPC health checking on h.
+func (h *Checker) Handler(options ...connect.HandlerOption) (string, http.Handler) {
+	const path = "/" + ServiceName + "/"
 	methods := healthpb.File_grpc_health_v1_health_proto.Services().ByName("Health").Methods()
 	withSchema := func(name string) []connect.HandlerOption {
 		return append(slices.Clip(options), connect.WithSchema(methods.ByName(protoreflect.Name(name))))
@@ -41,9 +41,12 @@ func newHealthHandler(h *storeHealth, options ...connect.HandlerOption) (string,
 
 // status is the serving status of service ("" for the process), or an error for a service that is
 // not served.
-func (h *storeHealth) status(ctx context.Context, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
-	return statusOf(service, func() bool { return h.serving(ctx) })
+func (h *Checker) status(ctx context.Context, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	return statusOf(service, func() bool { return h.Serving(ctx) })
 }
+
+// reasonNoService is the reason of a check of a service that is not served.
+const reasonNoService users.Reason = "NO_SERVICE"
 
 // statusOf is the serving status of service, asking serving only for a service that is served.
 func statusOf(service string, serving func() bool) (healthpb.HealthCheckResponse_ServingStatus, error) {
@@ -56,7 +59,7 @@ func statusOf(service string, serving func() bool) (healthpb.HealthCheckResponse
 	return healthpb.HealthCheckResponse_SERVING, nil
 }
 
-func (h *storeHealth) checkRPC(ctx context.Context, req *connect.Request[healthpb.HealthCheckRequest]) (*connect.Response[healthpb.HealthCheckResponse], error) {
+func (h *Checker) checkRPC(ctx context.Context, req *connect.Request[healthpb.HealthCheckRequest]) (*connect.Response[healthpb.HealthCheckResponse], error) {
 	status, err := h.status(ctx, req.Msg.GetService())
 	if err != nil {
 		return nil, err
@@ -65,7 +68,7 @@ func (h *storeHealth) checkRPC(ctx context.Context, req *connect.Request[healthp
 }
 
 // listRPC answers the status of every service served, the process ("") among them.
-func (h *storeHealth) listRPC(ctx context.Context, _ *connect.Request[healthpb.HealthListRequest]) (*connect.Response[healthpb.HealthListResponse], error) {
+func (h *Checker) listRPC(ctx context.Context, _ *connect.Request[healthpb.HealthListRequest]) (*connect.Response[healthpb.HealthListResponse], error) {
 	status, _ := h.status(ctx, "") // every service served shares the process's status
 	statuses := make(map[string]*healthpb.HealthCheckResponse, len(servedServices))
 	for _, service := range servedServices {
@@ -77,9 +80,9 @@ func (h *storeHealth) listRPC(ctx context.Context, _ *connect.Request[healthpb.H
 // watchRPC sends the service's status at once, then each time it changes, until the client goes or
 // the server stops (unavailable, so that the client watches another replica). A service that is not
 // served is SERVICE_UNKNOWN, as the protocol says, not an error: it may be served later.
-func (h *storeHealth) watchRPC(ctx context.Context, req *connect.Request[healthpb.HealthCheckRequest], stream *connect.ServerStream[healthpb.HealthCheckResponse]) error {
+func (h *Checker) watchRPC(ctx context.Context, req *connect.Request[healthpb.HealthCheckRequest], stream *connect.ServerStream[healthpb.HealthCheckResponse]) error {
 	drained, ended := h.changes()
-	poll := time.NewTicker(healthWatchPoll)
+	poll := time.NewTicker(watchPoll)
 	defer poll.Stop()
 	var last healthpb.HealthCheckResponse_ServingStatus = -1
 	for {
@@ -94,7 +97,7 @@ func (h *storeHealth) watchRPC(ctx context.Context, req *connect.Request[healthp
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-ended:
-			return errHealthWatchesEnded
+			return errWatchesEnded
 		case <-drained:
 			drained = nil // told once; a closed channel would be ready forever
 		case <-poll.C:

@@ -1,5 +1,5 @@
 // JSON merge patch (RFC 7396) for users: a patch becomes the user and update mask of UpdateUser.
-package handlers
+package restbody
 
 import (
 	"encoding/json"
@@ -10,24 +10,25 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/handlers/codec"
 	"usersd/users"
 )
 
-// mergePatch reads a merge patch of a user. Every member it names goes into the mask: a value sets
+// MergePatch reads a merge patch of a user. Every member it names goes into the mask: a value sets
 // the field, null removes it (for role: the user has no role then; for active: it is true again).
 // The fields are scalars, merged member by member, but for labels, merged key by key
 // (merge_patch_labels.go). The mask is never nil, so an empty patch changes nothing.
-func mergePatch(body []byte) (*usersv1.User, *fieldmaskpb.FieldMask, error) {
+func MergePatch(body []byte) (*usersv1.User, *fieldmaskpb.FieldMask, error) {
 	user := &usersv1.User{}
 	// Output-only members are ignored whatever their values; the id stays, for UpdateUser to compare.
-	body = withoutOutputOnly(body, user.ProtoReflect().Descriptor(), "id")
+	body = WithoutOutputOnly(body, user.ProtoReflect().Descriptor(), "id")
 	body, labels, err := cutLabels(body)
 	if err != nil {
 		return nil, nil, err
 	}
 	// The strict codec checks types, unknown and repeated members, and that the patch is an object
 	// (a patch of another JSON type would replace the user with something that is not a user).
-	if err := unmarshalJSON(body, user); err != nil {
+	if err := codec.UnmarshalJSON(body, user); err != nil {
 		return nil, nil, users.InvalidField("body", "%v", err)
 	}
 	var members map[string]json.RawMessage

@@ -2,7 +2,7 @@
 // Connect JSON client sends it, {"id":N}. What protojson's reflection-driven decoder cost a Connect
 // GetUser for those eight bytes is measured in docs/PERFORMANCE.md#device-direct-json. Any other
 // form (spaces, the id as a string, other fields) goes to protojson, which decides it.
-package handlers
+package codec
 
 import (
 	"strconv"

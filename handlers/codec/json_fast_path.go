@@ -2,7 +2,7 @@
 // against the messages' descriptors once, when the package starts. A path whose assumptions the
 // schema no longer meets is switched off, so that a field added to the proto is written and read by
 // protojson instead of being dropped by code that predates it.
-package handlers
+package codec
 
 import (
 	"fmt"
