@@ -5,6 +5,7 @@ package store
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // WithUserCache returns s with GetUser served from memory for up to capacity users. It is correct
@@ -98,6 +99,27 @@ func (c *UserCache) DeleteUser(ctx context.Context, id int32, ifVersion IfVersio
 	return c.next.DeleteUser(ctx, id, ifVersion)
 }
 
+func (c *UserCache) SoftDeleteUser(ctx context.Context, id int32, ifVersion IfVersion, purgeAt time.Time) (User, error) {
+	defer c.forget(id)
+	return c.next.SoftDeleteUser(ctx, id, ifVersion, purgeAt)
+}
+
+func (c *UserCache) UndeleteUser(ctx context.Context, id int32, ifVersion IfVersion) (User, error) {
+	defer c.forget(id)
+	return c.next.UndeleteUser(ctx, id, ifVersion)
+}
+
+func (c *UserCache) PurgeUser(ctx context.Context, id int32, ifVersion IfVersion) error {
+	defer c.forget(id)
+	return c.next.PurgeUser(ctx, id, ifVersion)
+}
+
+// PurgeExpired purges only deleted users, which GetUser never finds, so none of them can be cached:
+// a soft delete through the cache forgot the user, and a read of a deleted one keeps nothing.
+func (c *UserCache) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	return c.next.PurgeExpired(ctx, now, limit)
+}
+
 // Writes that change no stored user forget nothing. A new user's id cannot be cached yet: a read
 // of a missing user is not kept, and ids are never reused after a delete (the conformance suite
 // holds every backend to that).
@@ -127,6 +149,12 @@ func (c *UserCache) DeleteExpiredRequests(ctx context.Context, limit int) (int, 
 
 func (c *UserCache) ListUsers(ctx context.Context, q UserQuery) (Page[User], error) {
 	return c.next.ListUsers(ctx, q)
+}
+
+// GetUserShowingDeleted is not cached: the cache holds what GetUser answers, which never is a
+// deleted user.
+func (c *UserCache) GetUserShowingDeleted(ctx context.Context, id int32) (User, error) {
+	return c.next.GetUserShowingDeleted(ctx, id)
 }
 
 func (c *UserCache) ListPosts(ctx context.Context, userID int32, q PostQuery) (Page[Post], error) {

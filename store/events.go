@@ -28,7 +28,14 @@ type EventKind int8
 const (
 	EventCreated EventKind = iota + 1
 	EventUpdated
+	// EventDeleted is a delete: a soft delete (the user has DeleteTime and PurgeTime, and keeps its
+	// name, since it may be restored) or an immediate one (DeleteUser: the name is gone).
 	EventDeleted
+	// EventUndeleted is the restore of a deleted user (UndeleteUser).
+	EventUndeleted
+	// EventPurged is the removal of a user for good (PurgeUser, PurgeExpired): the user as it was,
+	// without its name and identity, which leave every earlier change of it too.
+	EventPurged
 )
 
 func (k EventKind) String() string {
@@ -39,6 +46,10 @@ func (k EventKind) String() string {
 		return "updated"
 	case EventDeleted:
 		return "deleted"
+	case EventUndeleted:
+		return "undeleted"
+	case EventPurged:
+		return "purged"
 	}
 	return "unknown"
 }
@@ -49,9 +60,10 @@ type UserEvent struct {
 	// skip numbers, never repeats and never goes back.
 	Sequence int64
 	Kind     EventKind
-	// User is the user as the change left it; for a delete, as it was before.
+	// User is the user as the change left it (for a soft delete, with both times set); for an
+	// immediate delete or a purge, as it was before.
 	User User
-	// PreviousRole is the role the user had before an update; empty for a create or a delete.
+	// PreviousRole is the role the user had before an update; empty for every other kind.
 	PreviousRole string
 	// Actor is who made the change (WithActor); the zero Actor if the write named no one.
 	Actor Actor

@@ -64,8 +64,16 @@ type User struct {
 	UpdatedAt time.Time
 	// Version starts at 1 and grows by one on every write; the entity tag is derived from it.
 	Version int64
+	// DeleteTime and PurgeTime are zero unless the user is deleted (SoftDeleteUser): then they say
+	// when it was deleted and when it goes for good. Only the reads that show deleted users
+	// (GetUserShowingDeleted, UserQuery.ShowDeleted) and the change log ever return such a user.
+	DeleteTime time.Time
+	PurgeTime  time.Time
 	Identity
 }
+
+// Deleted reports whether u is deleted but not yet purged.
+func (u User) Deleted() bool { return !u.DeleteTime.IsZero() }
 
 // Identity is what a user is known by beside the name: the fields of a user that a provisioning
 // system writes. The empty strings mean none; user_name and email are unique ignoring case
@@ -176,6 +184,9 @@ type UserQuery struct {
 	After  *UserCursor
 	Offset int64
 	Limit  int
+	// ShowDeleted includes the deleted users that are not yet purged, in the page and in the total;
+	// without it they are left out of both, as if they did not exist.
+	ShowDeleted bool
 }
 
 // UserCursor is a position in a sorted list of users: the sort attributes of the user it follows.
@@ -225,8 +236,31 @@ type Store interface {
 	// UpdateUser applies changes atomically and bumps the version, even when changes is empty. A user
 	// that exists but fails ifVersion is ErrVersionMismatch; a missing one is ErrNotFound.
 	UpdateUser(ctx context.Context, id int32, changes UserChanges, ifVersion IfVersion) (User, error)
-	// DeleteUser removes the user and the user's posts, with the same precondition as UpdateUser.
+	// DeleteUser removes the user and the user's posts at once, with the same precondition as
+	// UpdateUser: a delete with no retention. A deleted user is ErrNotFound here (PurgeUser removes
+	// one).
 	DeleteUser(ctx context.Context, id int32, ifVersion IfVersion) error
+
+	// Soft delete (soft_delete.go in each backend). A deleted user is ErrNotFound to every read and
+	// write above, and is left out of lists, totals and posts, until UndeleteUser restores it or it
+	// is purged. It keeps its unique values meanwhile, so that an undelete can never clash.
+
+	// SoftDeleteUser marks the user deleted now, to be purged at purgeAt, bumps its version and
+	// updated_at as an update does, and returns it as it is after (both times set). A deleted or
+	// missing user is ErrNotFound; ifVersion is as for UpdateUser.
+	SoftDeleteUser(ctx context.Context, id int32, ifVersion IfVersion, purgeAt time.Time) (User, error)
+	// UndeleteUser clears both times of a deleted user and bumps its version. A user that is not
+	// deleted, or is missing (purged, say), is ErrNotFound.
+	UndeleteUser(ctx context.Context, id int32, ifVersion IfVersion) (User, error)
+	// PurgeUser removes the user, deleted or not, and its posts at once, and takes its name and
+	// identity out of the change log. A missing user is ErrNotFound.
+	PurgeUser(ctx context.Context, id int32, ifVersion IfVersion) error
+	// GetUserShowingDeleted is GetUser that also finds a deleted user that is not yet purged.
+	GetUserShowingDeleted(ctx context.Context, id int32) (User, error)
+	// PurgeExpired purges, as PurgeUser does, up to limit deleted users whose purge time is at or
+	// before now, and reports how many. Where processes share the database, one purges at a time:
+	// a call that finds another purging returns 0 at once.
+	PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error)
 
 	// ListPosts returns a page of the user's posts by id ascending; ErrNotFound if there is no such user.
 	ListPosts(ctx context.Context, userID int32, q PostQuery) (Page[Post], error)

@@ -25,6 +25,11 @@ const (
 	createUser
 	updateUser
 	deleteUser
+	softDeleteUser
+	undeleteUser
+	purgeUser
+	getUserShowingDeleted
+	purgeExpired
 	listPosts
 	createPost
 	beginRequest
@@ -39,7 +44,8 @@ const (
 
 var operationNames = [operationCount]string{
 	getUser: "GetUser", listUsers: "ListUsers", createUser: "CreateUser", updateUser: "UpdateUser",
-	deleteUser: "DeleteUser", listPosts: "ListPosts", createPost: "CreatePost", beginRequest: "BeginRequest",
+	deleteUser: "DeleteUser", softDeleteUser: "SoftDeleteUser", undeleteUser: "UndeleteUser", purgeUser: "PurgeUser",
+	getUserShowingDeleted: "GetUserShowingDeleted", purgeExpired: "PurgeExpired", listPosts: "ListPosts", createPost: "CreatePost", beginRequest: "BeginRequest",
 	abandonRequest: "AbandonRequest", deleteExpiredRequests: "DeleteExpiredRequests",
 	userEvents: "UserEvents", deleteExpiredUserEvents: "DeleteExpiredUserEvents", position: "Position",
 	ping: "Ping",
@@ -195,6 +201,41 @@ func (s *Store) DeleteUser(ctx context.Context, id int32, ifVersion store.IfVers
 	err := s.next.DeleteUser(ctx, id, ifVersion)
 	s.end(c, err)
 	return err
+}
+
+func (s *Store) SoftDeleteUser(ctx context.Context, id int32, ifVersion store.IfVersion, purgeAt time.Time) (store.User, error) {
+	ctx, c := s.begin(ctx, softDeleteUser)
+	u, err := s.next.SoftDeleteUser(ctx, id, ifVersion, purgeAt)
+	s.end(c, err)
+	return u, err
+}
+
+func (s *Store) UndeleteUser(ctx context.Context, id int32, ifVersion store.IfVersion) (store.User, error) {
+	ctx, c := s.begin(ctx, undeleteUser)
+	u, err := s.next.UndeleteUser(ctx, id, ifVersion)
+	s.end(c, err)
+	return u, err
+}
+
+func (s *Store) PurgeUser(ctx context.Context, id int32, ifVersion store.IfVersion) error {
+	ctx, c := s.begin(ctx, purgeUser)
+	err := s.next.PurgeUser(ctx, id, ifVersion)
+	s.end(c, err)
+	return err
+}
+
+func (s *Store) GetUserShowingDeleted(ctx context.Context, id int32) (store.User, error) {
+	ctx, c := s.begin(ctx, getUserShowingDeleted)
+	u, err := s.next.GetUserShowingDeleted(ctx, id)
+	s.end(c, err)
+	return u, err
+}
+
+func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	ctx, c := s.begin(ctx, purgeExpired)
+	n, err := s.next.PurgeExpired(ctx, now, limit)
+	s.end(c, err)
+	return n, err
 }
 
 func (s *Store) ListPosts(ctx context.Context, userID int32, q store.PostQuery) (store.Page[store.Post], error) {

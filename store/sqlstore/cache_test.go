@@ -124,7 +124,7 @@ func TestTheUserCacheDropsAReadThatAWriteOvertook(t *testing.T) {
 
 // notWrites are the methods of store.Store that change nothing stored. Every other method writes,
 // and TestEveryWriteThroughTheUserCacheIsSeen must have a case that calls it.
-var notWrites = []string{"GetUser", "ListUsers", "ListPosts", "UserEvents", "NotifyUserEvents", "Position", "Ping", "Close"}
+var notWrites = []string{"GetUser", "GetUserShowingDeleted", "ListUsers", "ListPosts", "UserEvents", "NotifyUserEvents", "Position", "Ping", "Close"}
 
 // cacheWrite is one write through the cache, made while the cache holds user u.
 type cacheWrite struct {
@@ -161,6 +161,38 @@ var cacheWrites = []cacheWrite{
 	{name: "a delete", method: "DeleteUser", changesUser: true,
 		write: func(ctx context.Context, cached, _ store.Store, u store.User) error {
 			return cached.DeleteUser(ctx, u.ID, store.IfVersion{u.Version})
+		}},
+	{name: "a soft delete", method: "SoftDeleteUser", changesUser: true,
+		write: func(ctx context.Context, cached, _ store.Store, u store.User) error {
+			_, err := cached.SoftDeleteUser(ctx, u.ID, store.IfVersion{u.Version}, time.Now().Add(time.Hour))
+			return err
+		}},
+	{name: "an undelete", method: "UndeleteUser", changesUser: true,
+		write: func(ctx context.Context, cached, db store.Store, u store.User) error {
+			// Behind the cache's back, as above: the undelete alone must make the cache forget.
+			if _, err := db.SoftDeleteUser(ctx, u.ID, nil, time.Now().Add(time.Hour)); err != nil {
+				return err
+			}
+			_, err := cached.UndeleteUser(ctx, u.ID, nil)
+			return err
+		}},
+	{name: "a purge", method: "PurgeUser", changesUser: true,
+		write: func(ctx context.Context, cached, _ store.Store, u store.User) error {
+			return cached.PurgeUser(ctx, u.ID, store.IfVersion{u.Version})
+		}},
+	{name: "a purge of expired users, another one", method: "PurgeExpired",
+		write: func(ctx context.Context, cached, _ store.Store, _ store.User) error {
+			other, err := cached.CreateUser(ctx, store.NewUser{Name: "another"}, nil)
+			if err != nil {
+				return err
+			}
+			if _, err := cached.SoftDeleteUser(ctx, other.ID, nil, time.Now().Add(-time.Second)); err != nil {
+				return err
+			}
+			if n, err := cached.PurgeExpired(ctx, time.Now(), 10); err != nil || n != 1 {
+				return fmt.Errorf("purged %d, %w; want 1", n, err)
+			}
+			return nil
 		}},
 	{name: "a create of another user", method: "CreateUser",
 		write: func(ctx context.Context, cached, _ store.Store, _ store.User) error {

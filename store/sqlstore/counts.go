@@ -75,12 +75,15 @@ func (s *Store) foldCountsUntilClosed(ctx context.Context) {
 }
 
 // recountStatements rebuild user_counts from the users themselves, by the rules the count
-// triggers keep (migrations 0003 on SQLite, 0007 on PostgreSQL): one 'all' row and one 'role:<role>'
-// row for each role that a user has.
+// triggers keep (migrations 0003 and 0012 on SQLite, 0007 and 0017 on PostgreSQL): one 'all' row and
+// one 'role:<role>' row for each role that a user not deleted has, and their 'deleted:' twins for
+// the deleted users, where there are any.
 var recountStatements = []string{
 	`DELETE FROM user_counts`,
-	`INSERT INTO user_counts (scope, n) SELECT 'all', COUNT(*) FROM users`,
-	`INSERT INTO user_counts (scope, n) SELECT 'role:' || role, COUNT(*) FROM users GROUP BY role`,
+	`INSERT INTO user_counts (scope, n) SELECT 'all', COUNT(*) FROM users WHERE delete_time IS NULL`,
+	`INSERT INTO user_counts (scope, n) SELECT 'role:' || role, COUNT(*) FROM users WHERE delete_time IS NULL GROUP BY role`,
+	`INSERT INTO user_counts (scope, n) SELECT 'deleted:all', COUNT(*) FROM users WHERE delete_time IS NOT NULL HAVING COUNT(*) > 0`,
+	`INSERT INTO user_counts (scope, n) SELECT 'deleted:role:' || role, COUNT(*) FROM users WHERE delete_time IS NOT NULL GROUP BY role`,
 }
 
 // RecountUsers rebuilds the kept user counts from the users table, in one transaction, and returns

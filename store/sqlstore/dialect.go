@@ -35,22 +35,31 @@ type dialect struct {
 	// forUpdate ends a read, in a write's transaction, of a row the write then changes: it locks the
 	// row where writers run at once (PostgreSQL); SQLite has one writer anyway.
 	forUpdate string
-	// countUsers is the query of how many users have the role ("" for all users), read in the same
-	// snapshot as the page it counts. It reads kept counts, never the users themselves.
-	countUsers func(role string) (query string, args []any)
+	// countUsers is the query of how many users have the role ("" for all users), deleted users
+	// among them only with showDeleted, read in the same snapshot as the page it counts. It reads
+	// kept counts, never the users themselves.
+	countUsers func(role string, showDeleted bool) (query string, args []any)
 	// nameSearchHint follows "FROM users" in a statement with a name search: what the dialect needs
 	// to read the range of name keys rather than another index (see dialect.from).
 	nameSearchHint string
+	// purgeLock, when set, is the query that takes the lock of PurgeExpired for the rest of the
+	// transaction if it is free, given its key, and answers whether it took it: where processes
+	// share the database, one purges at a time. SQLite has one writer anyway.
+	purgeLock string
 	// foldCounts, when set, must run about once a second while the store is open, to keep what
 	// countUsers reads short (see counts.go).
 	foldCounts func(ctx context.Context, db *sql.DB) error
 }
 
-// countScope names the count of the users with role, or of all users when role is empty, as kept in
-// the user_counts table of each backend.
+// countScope names the count of the users with role, or of all users when role is empty, that are
+// not deleted, as kept in the user_counts table of each backend.
 func countScope(role string) string {
 	if role == "" {
 		return "all"
 	}
 	return "role:" + role
 }
+
+// deletedScope names the count of the deleted users that countScope(role) leaves out (migrations
+// sqlite/0012 and postgres/0017).
+func deletedScope(role string) string { return "deleted:" + countScope(role) }

@@ -1,6 +1,6 @@
 // The change log of users: written by the schema's triggers in each write's own transaction
-// (migrations 0006 on SQLite, 0008 on PostgreSQL), read here, and swept of changes past
-// store.EventTTL.
+// (migrations 0006 on SQLite, 0008 on PostgreSQL, and the kinds of soft delete in 0012 and 0017),
+// read here, and swept of changes past store.EventTTL.
 package sqlstore
 
 import (
@@ -20,7 +20,7 @@ const (
 	readEventsQuery = `
 		SELECT w.through, COALESCE((SELECT MAX(sequence) FROM user_events), w.through),
 		       e.sequence, e.kind, e.user_id, e.name, e.role, e.previous_role, e.created_at, e.updated_at, e.version, e.actor, e.actor_type,
-		       e.user_name, e.given_name, e.family_name, e.email, e.external_id, e.active, e.labels
+		       e.user_name, e.given_name, e.family_name, e.email, e.external_id, e.active, e.labels, e.delete_time, e.purge_time
 		FROM user_events_swept w
 		LEFT JOIN (SELECT * FROM user_events WHERE sequence > $1 ORDER BY sequence LIMIT $2) e ON TRUE`
 	// oldestEventsQuery reads the oldest $1 changes' sequences and times, for the sweep.
@@ -48,8 +48,9 @@ func (s *Store) UserEvents(ctx context.Context, after int64, limit int) (_ store
 		var name, role, previousRole, actor sql.NullString
 		var userName, givenName, familyName, email, externalID, labelsText sql.NullString
 		var active sql.NullBool
+		var deleted, purge sql.NullInt64
 		if err := rows.Scan(&swept, &out.Latest, &sequence, &kind, &userID, &name, &role, &previousRole, &created, &updated, &version, &actor, &actorType,
-			&userName, &givenName, &familyName, &email, &externalID, &active, &labelsText); err != nil {
+			&userName, &givenName, &familyName, &email, &externalID, &active, &labelsText, &deleted, &purge); err != nil {
 			return store.UserEvents{}, fmt.Errorf("read user events after %d: %w", after, err)
 		}
 		if !sequence.Valid {
@@ -65,6 +66,7 @@ func (s *Store) UserEvents(ctx context.Context, after int64, limit int) (_ store
 			User: store.User{
 				ID: int32(userID.Int64), Name: name.String, Role: role.String,
 				CreatedAt: fromMicros(created.Int64), UpdatedAt: fromMicros(updated.Int64), Version: version.Int64,
+				DeleteTime: optionalMicros(deleted), PurgeTime: optionalMicros(purge),
 				Identity: store.Identity{
 					UserName: userName.String, GivenName: givenName.String, FamilyName: familyName.String,
 					Email: email.String, ExternalID: externalID.String, Inactive: active.Valid && !active.Bool, Labels: labels,

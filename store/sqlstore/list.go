@@ -95,10 +95,16 @@ func (d *dialect) from(q store.UserQuery) string {
 	return ` FROM users`
 }
 
-// userFilter returns the WHERE conditions of q's role filter and name search, and their arguments.
+// userFilter returns the WHERE conditions of q's role filter and name search, and of the users'
+// state (deleted users only with ShowDeleted), and their arguments. The state needs no index of its
+// own: the sort indexes give the order and skip the deleted users, few at any time (only those
+// within their retention), as they go; the name search's index holds delete_time.
 func userFilter(q store.UserQuery) ([]string, args) {
 	var conditions []string
 	var a args
+	if !q.ShowDeleted {
+		conditions = append(conditions, "delete_time IS NULL")
+	}
 	if q.Role != "" {
 		conditions = append(conditions, "role = "+a.add(q.Role))
 	}
@@ -138,7 +144,7 @@ func (r rangeRead) limited(limit int) statement {
 // count; with one, the index of name keys counts the matches (so a search costs what it matches).
 func (d *dialect) countStatement(q store.UserQuery) statement {
 	if q.NamePrefix == "" {
-		query, args := d.countUsers(q.Role)
+		query, args := d.countUsers(q.Role, q.ShowDeleted)
 		return statement{query, args}
 	}
 	conditions, a := userFilter(q)

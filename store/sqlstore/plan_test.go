@@ -21,7 +21,7 @@ const planUsers = 20_000
 
 // planQueries are the list queries the API allows, in every shape the store builds: each sort in
 // both directions and a few combinations, with and without the role filter and the name search, on
-// the first page, on a cursor page and on a page number.
+// the first page, on a cursor page and on a page number, each without and with deleted users.
 func planQueries() []store.UserQuery {
 	sorts := [][]store.SortKey{nil}
 	for _, field := range []store.SortField{store.SortByID, store.SortByName, store.SortByRole, store.SortByCreatedAt} {
@@ -36,9 +36,11 @@ func planQueries() []store.UserQuery {
 	for _, sort := range sorts {
 		for _, filter := range []store.UserQuery{{}, {Role: "editor"}, {NamePrefix: "user 12"}, {Role: "editor", NamePrefix: "user 12"}} {
 			for _, paging := range []store.UserQuery{{}, {After: cursor}, {Offset: 200}} {
-				q := filter
-				q.Sort, q.After, q.Offset, q.Limit = sort, paging.After, paging.Offset, 20
-				qs = append(qs, q)
+				for _, showDeleted := range []bool{false, true} {
+					q := filter
+					q.Sort, q.After, q.Offset, q.Limit, q.ShowDeleted = sort, paging.After, paging.Offset, 20, showDeleted
+					qs = append(qs, q)
+				}
 			}
 		}
 	}
@@ -50,7 +52,8 @@ func describeQuery(q store.UserQuery) string {
 	for _, k := range q.Sort {
 		sort = append(sort, map[bool]string{true: "-"}[k.Descending]+string(k.Field))
 	}
-	return fmt.Sprintf("sort=%s role=%q namePrefix=%q cursor=%v offset=%d", strings.Join(sort, ","), q.Role, q.NamePrefix, q.After != nil, q.Offset)
+	return fmt.Sprintf("sort=%s role=%q namePrefix=%q cursor=%v offset=%d showDeleted=%v",
+		strings.Join(sort, ","), q.Role, q.NamePrefix, q.After != nil, q.Offset, q.ShowDeleted)
 }
 
 // planStatements are the statements ListUsers runs for q, as it runs them.
@@ -74,12 +77,13 @@ func TestSQLiteListQueriesSeekAnIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	// Filled in one statement; the role mix is 5% admin, 20% editor, 60% viewer, 15% none.
+	// Filled in one statement; the role mix is 5% admin, 20% editor, 60% viewer, 15% none, and
+	// planDeleted of the users are deleted.
 	if _, err := s.writer.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $1)
-		INSERT INTO users (name, name_key, role, created_at, updated_at)
+		INSERT INTO users (name, name_key, role, created_at, updated_at, delete_time, purge_time)
 		SELECT 'user ' || i, 'USER ' || i,
 			CASE WHEN i % 20 = 0 THEN 'admin' WHEN i % 5 = 1 THEN 'editor' WHEN i % 20 IN (2, 3, 4) THEN '' ELSE 'viewer' END,
-			i, i FROM n`, planUsers); err != nil {
+			i, i, `+planDeleted+` FROM n`, planUsers); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range planQueries() {
@@ -90,7 +94,23 @@ func TestSQLiteListQueriesSeekAnIndex(t *testing.T) {
 			}
 		}
 	}
+	due := sqlitePlan(t, s, dueUsersStatement)
+	if !slices.ContainsFunc(due, func(d string) bool {
+		return strings.HasPrefix(d, "SEARCH users USING") && strings.Contains(d, "INDEX users_purge_time (purge_time")
+	}) ||
+		slices.ContainsFunc(due, func(d string) bool { return strings.Contains(d, "TEMP B-TREE") }) {
+		t.Errorf("%s\nplan %q: does not read the due users from the purge index in order", dueUsersStatement.query, due)
+	}
 }
+
+// planDeleted are the delete and purge times of the plan tests' users, in SQL over i, the user's
+// number: one user in fifty is deleted, and the purge times spread over every user's range, so that
+// some are due at dueUsersStatement's time and most are not.
+const planDeleted = `CASE WHEN i % 50 = 7 THEN i END, CASE WHEN i % 50 = 7 THEN i + 1000 END`
+
+// dueUsersStatement is PurgeExpired's read of the users due, at a time when a tenth of the deleted
+// users are due.
+var dueUsersStatement = statement{query: dueUsersQuery, args: []any{planUsers / 10, 100}}
 
 // sqlitePlan is the detail column of SQLite's EXPLAIN QUERY PLAN for st.
 func sqlitePlan(t *testing.T, s *Store, st statement) []string {
@@ -146,10 +166,10 @@ func TestPostgresListQueriesSeekAnIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.writer.Exec(`INSERT INTO users (name, name_key, role, created_at, updated_at)
+	if _, err := s.writer.Exec(`INSERT INTO users (name, name_key, role, created_at, updated_at, delete_time, purge_time)
 		SELECT 'user ' || i, 'USER ' || i,
 			CASE WHEN i % 20 = 0 THEN 'admin' WHEN i % 5 = 1 THEN 'editor' WHEN i % 20 IN (2, 3, 4) THEN '' ELSE 'viewer' END,
-			i, i FROM generate_series(1, $1::int) AS i`, planUsers); err != nil {
+			i, i, `+planDeleted+` FROM generate_series(1, $1::int) AS i`, planUsers); err != nil {
 		t.Fatal(err)
 	}
 	// What autovacuum does soon after a bulk load; the plans of a live database are made with it.
@@ -164,6 +184,19 @@ func TestPostgresListQueriesSeekAnIndex(t *testing.T) {
 			}
 		}
 	}
+	// As PurgeExpired runs it, rows locked.
+	due := statement{query: dueUsersStatement.query + s.dialect.forUpdate, args: dueUsersStatement.args}
+	if plan, raw := postgresPlan(t, s, due); !usesIndex(plan, "users_purge_time") || postgresPlanProblem(store.UserQuery{}, plan, false) != "" {
+		t.Errorf("%s\nplan %s: does not read the due users from the purge index in order", due.query, raw)
+	}
+}
+
+// usesIndex reports whether the plan rooted at n reads the index named index.
+func usesIndex(n pgPlanNode, index string) bool {
+	if n.Index == index {
+		return true
+	}
+	return slices.ContainsFunc(n.Plans, func(child pgPlanNode) bool { return usesIndex(child, index) })
 }
 
 // pgPlanNode is the part of a node of EXPLAIN (FORMAT JSON) that the check reads.
@@ -226,8 +259,10 @@ func TestPlanQueriesCoverEveryShape(t *testing.T) {
 		for _, sort := range []string{field, "-" + field} {
 			for _, filter := range []string{`role="" namePrefix=""`, `role="editor" namePrefix=""`, `role="" namePrefix="user 12"`} {
 				for _, paging := range []string{"cursor=false offset=0", "cursor=true offset=0", "cursor=false offset=200"} {
-					if key := "sort=" + sort + " " + filter + " " + paging; !seen[key] {
-						t.Errorf("no plan query %s", key)
+					for _, deleted := range []string{"showDeleted=false", "showDeleted=true"} {
+						if key := "sort=" + sort + " " + filter + " " + paging + " " + deleted; !seen[key] {
+							t.Errorf("no plan query %s", key)
+						}
 					}
 				}
 			}

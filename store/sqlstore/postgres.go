@@ -53,11 +53,17 @@ var postgresDialect = dialect{
 	forUpdate:           ` FOR UPDATE`,
 	// Kept without a row that every write updates (migration 0007): writes append deltas, and
 	// foldCountDeltas folds them into user_counts.
-	countUsers: func(role string) (string, []any) {
+	countUsers: func(role string, showDeleted bool) (string, []any) {
+		if showDeleted {
+			return `SELECT COALESCE((SELECT SUM(n) FROM user_counts WHERE scope IN ($1, $2)), 0) +
+				COALESCE((SELECT SUM(delta) FROM user_count_deltas WHERE scope IN ($1, $2)), 0)`,
+				[]any{countScope(role), deletedScope(role)}
+		}
 		return `SELECT COALESCE((SELECT n FROM user_counts WHERE scope = $1), 0) +
 			COALESCE((SELECT SUM(delta) FROM user_count_deltas WHERE scope = $1), 0)`, []any{countScope(role)}
 	},
 	foldCounts: foldCountDeltas,
+	purgeLock:  `SELECT pg_try_advisory_xact_lock($1)`,
 }
 
 // postgresCommitters is how many batches of writes a replica commits at once on PostgreSQL: a

@@ -1,4 +1,5 @@
-// Posts: a user's posts, listed by id, and created only for a user that exists.
+// Posts: a user's posts, listed by id, and created only for a user that exists; a deleted user's
+// posts are hidden with it.
 package sqlstore
 
 import (
@@ -28,7 +29,7 @@ func (s *Store) ListPosts(ctx context.Context, userID int32, q store.PostQuery) 
 	var page store.Page[store.Post]
 	err = s.inReadTx(ctx, func(tx *sql.Tx) error {
 		var exists bool
-		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE id = $1)`, userID).Scan(&exists); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE id = $1`+live+`)`, userID).Scan(&exists); err != nil {
 			return fmt.Errorf("find user %d: %w", userID, err)
 		}
 		if !exists {
@@ -52,16 +53,18 @@ func (s *Store) ListPosts(ctx context.Context, userID int32, q store.PostQuery) 
 	return page, err
 }
 
-// CreatePost inserts the post only if its user exists, checked in the same statement (and by the
-// foreign key), so that a concurrent delete of the user cannot leave an orphan; done, if any,
-// completes in the same transaction.
+// CreatePost inserts the post only if its user exists and is not deleted, checked in the same
+// statement (and by the foreign key), so that a concurrent delete of the user cannot leave an
+// orphan; done, if any, completes in the same transaction. A post that races a soft delete of its
+// user may land, hidden with the user: it goes with the user's purge, or shows again with an
+// undelete, as a post made just before the delete would.
 func (s *Store) CreatePost(ctx context.Context, userID int32, np store.NewPost, done *store.Completion[store.Post]) (_ store.Post, err error) {
 	var p store.Post
 	err = s.write(ctx, len(np.Title)+len(np.Body), func(ctx context.Context, tx writeTx) error {
 		row := tx.QueryRowContext(ctx,
 			`INSERT INTO posts (user_id, title, body, created_at)
 			 SELECT CAST($1 AS INTEGER), CAST($2 AS TEXT), CAST($3 AS TEXT), CAST($4 AS BIGINT)
-			 WHERE EXISTS (SELECT 1 FROM users WHERE id = $1)
+			 WHERE EXISTS (SELECT 1 FROM users WHERE id = $1`+live+`)
 			 RETURNING `+postColumns,
 			userID, np.Title, np.Body, micros(s.now()))
 		var err error

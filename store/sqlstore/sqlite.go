@@ -44,8 +44,12 @@ var sqliteDialect = dialect{
 	// SQLite plans without statistics (usersd never runs ANALYZE), and then takes an equality on
 	// role for more selective than a range of name keys: role=editor&namePrefix=ada would read every
 	// editor. A search reads its matches, named here since the planner cannot weigh them.
-	nameSearchHint: ` INDEXED BY users_name_key_role`,
-	countUsers: func(role string) (string, []any) {
+	nameSearchHint: ` INDEXED BY users_name_key_role_delete_time`,
+	countUsers: func(role string, showDeleted bool) (string, []any) {
+		if showDeleted {
+			return `SELECT COALESCE((SELECT SUM(n) FROM user_counts WHERE scope IN ($1, $2)), 0)`,
+				[]any{countScope(role), deletedScope(role)}
+		}
 		return `SELECT COALESCE((SELECT n FROM user_counts WHERE scope = $1), 0)`, []any{countScope(role)}
 	},
 }

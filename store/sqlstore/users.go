@@ -7,32 +7,47 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"usersd/store"
 )
 
 // userColumns are the columns read back. name_key, the search key, is written with every name
 // (store.NameKey) and only ever searched; user_name_key and email_key likewise, and only ever
-// held unique.
+// held unique. delete_time and purge_time are NULL unless the user is deleted.
 const userColumns = `id, name, role, created_at, updated_at, version,
-	user_name, given_name, family_name, email, external_id, active, labels`
+	user_name, given_name, family_name, email, external_id, active, labels, delete_time, purge_time`
+
+// live is the condition of a user that is not deleted: every read and write of a user that does not
+// ask for deleted users holds it, so that a deleted user is missing to them.
+const live = ` AND delete_time IS NULL`
 
 func scanUser(row scanner) (store.User, error) {
 	var u store.User
 	var created, updated int64
 	var labels string
 	var active bool
+	var deleted, purge sql.NullInt64
 	if err := row.Scan(&u.ID, &u.Name, &u.Role, &created, &updated, &u.Version,
-		&u.UserName, &u.GivenName, &u.FamilyName, &u.Email, &u.ExternalID, &active, &labels); err != nil {
+		&u.UserName, &u.GivenName, &u.FamilyName, &u.Email, &u.ExternalID, &active, &labels, &deleted, &purge); err != nil {
 		return store.User{}, err
 	}
 	u.Inactive = !active
 	u.CreatedAt, u.UpdatedAt = fromMicros(created), fromMicros(updated)
+	u.DeleteTime, u.PurgeTime = optionalMicros(deleted), optionalMicros(purge)
 	var err error
 	if u.Labels, err = decodeLabels(labels); err != nil {
 		return store.User{}, fmt.Errorf("user %d: %w", u.ID, err)
 	}
 	return u, nil
+}
+
+// optionalMicros is the time of a nullable column: zero for NULL.
+func optionalMicros(us sql.NullInt64) time.Time {
+	if !us.Valid {
+		return time.Time{}
+	}
+	return fromMicros(us.Int64)
 }
 
 // userResult reads the one user a statement returns; no row means there is no user with that id.
@@ -44,12 +59,22 @@ func userResult(row *sql.Row, id int32) (store.User, error) {
 	return u, err
 }
 
-// GetUser returns the user with the given id.
+// GetUser returns the user with the given id, unless it is deleted.
 func (s *Store) GetUser(ctx context.Context, id int32) (_ store.User, err error) {
+	return s.getUser(ctx, id, live)
+}
+
+// GetUserShowingDeleted returns the user with the given id, deleted or not.
+func (s *Store) GetUserShowingDeleted(ctx context.Context, id int32) (_ store.User, err error) {
+	return s.getUser(ctx, id, "")
+}
+
+// getUser reads the user with the given id that also meets condition (live, or "" for any).
+func (s *Store) getUser(ctx context.Context, id int32, condition string) (_ store.User, err error) {
 	defer s.classify(ctx, &err)
 	var u store.User
 	err = s.onReader(ctx, func(db *sql.DB) (err error) {
-		u, err = userResult(db.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id), id)
+		u, err = userResult(db.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`+condition, id), id)
 		return err
 	})
 	return u, err
@@ -153,10 +178,10 @@ func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChan
 			 given_name = COALESCE($10, given_name), family_name = COALESCE($11, family_name),
 			 email = COALESCE($12, email), email_key = COALESCE($13, email_key),
 			 external_id = COALESCE($14, external_id), active = COALESCE($15, active), labels = COALESCE($16, labels)
-			 WHERE id = $5`+condition+` RETURNING `+userColumns, args...)
+			 WHERE id = $5`+live+condition+` RETURNING `+userColumns, args...)
 		u, err = scanUser(row)
 		if errors.Is(err, sql.ErrNoRows) {
-			return whyNotWritten(ctx, tx, id, ifVersion)
+			return whyNotWritten(ctx, tx, id, ifVersion, live)
 		}
 		if err != nil {
 			return s.uniqueOr(fmt.Errorf("update user %d: %w", id, err))
@@ -168,7 +193,8 @@ func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChan
 
 // DeleteUser deletes the user; the schema's ON DELETE CASCADE deletes the user's posts with it.
 // The user's row is first marked with who deletes it, in the same transaction, for the change
-// log's trigger to record; the mark leaves the version alone, so it is no change of its own.
+// log's trigger to record; the mark leaves the version alone, so it is no change of its own. A
+// deleted user is not found: PurgeUser is what removes one.
 func (s *Store) DeleteUser(ctx context.Context, id int32, ifVersion store.IfVersion) (err error) {
 	defer s.announceChange(&err)
 	condition, conditionArgs := versionCondition(ifVersion, 4)
@@ -176,14 +202,14 @@ func (s *Store) DeleteUser(ctx context.Context, id int32, ifVersion store.IfVers
 	args := append([]any{id, actor.Name, int64(actor.Type)}, conditionArgs...)
 	return s.write(ctx, 0, func(ctx context.Context, tx writeTx) error {
 		tx = tx.keepingIf(len(conditionArgs) <= 1)
-		res, err := tx.ExecContext(ctx, `UPDATE users SET changed_by = $2, changed_by_type = $3 WHERE id = $1`+condition, args...)
+		res, err := tx.ExecContext(ctx, `UPDATE users SET changed_by = $2, changed_by_type = $3 WHERE id = $1`+live+condition, args...)
 		if err != nil {
 			return fmt.Errorf("delete user %d: %w", id, err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
 			return fmt.Errorf("delete user %d: %w", id, err)
 		} else if n == 0 {
-			return whyNotWritten(ctx, tx, id, ifVersion)
+			return whyNotWritten(ctx, tx, id, ifVersion, live)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM users WHERE id = $1`, id); err != nil {
 			return fmt.Errorf("delete user %d: %w", id, err)
@@ -217,15 +243,17 @@ func versionCondition(ifVersion store.IfVersion, first int) (string, []any) {
 	return " AND version IN (" + strings.Join(placeholders, ", ") + ")", args
 }
 
-// whyNotWritten tells why a conditional write of user id changed no row: the user is missing, or it
-// failed the precondition. The write itself has already decided; this only names the reason, read
-// in the write's own transaction.
-func whyNotWritten(ctx context.Context, tx writeTx, id int32, ifVersion store.IfVersion) error {
+// whyNotWritten tells why a conditional write of user id changed no row: the user is missing (or,
+// by state, in the wrong state: deleted for a write of a live user, live for an undelete), or it
+// failed the precondition. state is the write's own condition on the user's state (live, deleted,
+// or "" for any). The write itself has already decided; this only names the reason, read in the
+// write's own transaction.
+func whyNotWritten(ctx context.Context, tx writeTx, id int32, ifVersion store.IfVersion, state string) error {
 	if ifVersion == nil {
 		return store.UserNotFound{ID: id}
 	}
 	var exists bool
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE id = $1)`, id).Scan(&exists); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE id = $1`+state+`)`, id).Scan(&exists); err != nil {
 		return fmt.Errorf("find user %d: %w", id, err)
 	}
 	if !exists {

@@ -46,6 +46,13 @@ func Run(t *testing.T, open func(t *testing.T, now func() time.Time) store.Store
 		{"labels merge key by key, up to the limit", ignoreClock(testLabelChanges)},
 		{"the log forgets a deleted user's identity", ignoreClock(testDeleteForgetsIdentity)},
 
+		{"a soft deleted user is missing to every read and write, and shown only when asked", testSoftDeleteHidesTheUser},
+		{"an undelete restores a deleted user, and only a deleted one", testUndelete},
+		{"a purge removes a user, deleted or not, and its posts at once", testPurge},
+		{"deleted users are purged at their purge time, in batches", testPurgeExpired},
+		{"soft delete, undelete and purge are each one change, and a purge forgets the name", testSoftDeleteEvents},
+		{"a deleted user holds its unique values until purged", testDeletedUserHoldsItsUniqueValues},
+
 		{"a conditional write happens only at a listed version", ignoreClock(testConditionalWrites)},
 		{"of concurrent writes conditioned on one version exactly one wins", ignoreClock(testConcurrentConditionalWrites)},
 		{"an idempotent create keeps its answer in the create's transaction", ignoreClock(testIdempotentCreate)},
@@ -411,7 +418,8 @@ func mustList(t *testing.T, s store.Store, q store.UserQuery) store.Page[store.U
 
 func sameUser(a, b store.User) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.Role == b.Role && a.Version == b.Version &&
-		a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt)
+		a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt) &&
+		a.DeleteTime.Equal(b.DeleteTime) && a.PurgeTime.Equal(b.PurgeTime)
 }
 
 func compare[T int32 | string](a, b T) int {
