@@ -14,6 +14,9 @@ type Call struct {
 	// Primary makes the request's reads go to the primary: a conditional request's, whose answer
 	// depends on the newest version of a user. Set by the face.
 	Primary bool
+	// ShowDeleted makes GetUser find a deleted user that is not yet purged: REST's showDeleted,
+	// which GetUserRequest has no field for. Set by the face.
+	ShowDeleted bool
 
 	// AnsweredToken is the Consistency-Token of a write that succeeded; "" otherwise. Set by the
 	// service (answerToken).

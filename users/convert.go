@@ -18,6 +18,9 @@ func userToProto(u store.User) *usersv1.User {
 		Etag:      ETag(u),
 	}
 	setIdentity(m, u.Identity)
+	if u.Deleted() {
+		m.DeleteTime, m.PurgeTime = timestamppb.New(u.DeleteTime), timestamppb.New(u.PurgeTime)
+	}
 	return m
 }
 
@@ -46,8 +49,8 @@ var actorTypes = map[store.ActorType]usersv1.UserEvent_ActorType{
 	store.ActorToken:  usersv1.UserEvent_ACTOR_TYPE_TOKEN,
 }
 
-// eventToProto is the message of a change: the user as the change left it, the id alone for a
-// delete, and who made it.
+// eventToProto is the message of a change: the user as the change left it (as deleted, for a
+// delete that can be undone), the id alone for a removal, and who made it.
 func eventToProto(e store.UserEvent) *usersv1.UserEvent {
 	m := &usersv1.UserEvent{Sequence: e.Sequence, Actor: e.Actor.Name, ActorType: actorTypes[e.Actor.Type]}
 	switch e.Kind {
@@ -57,6 +60,13 @@ func eventToProto(e store.UserEvent) *usersv1.UserEvent {
 		m.Kind, m.User = usersv1.UserEvent_KIND_UPDATED, userToProto(e.User)
 	case store.EventDeleted:
 		m.Kind, m.User = usersv1.UserEvent_KIND_DELETED, &usersv1.User{Id: e.User.ID}
+		if e.User.Deleted() {
+			m.User = userToProto(e.User)
+		}
+	case store.EventUndeleted:
+		m.Kind, m.User = usersv1.UserEvent_KIND_UNDELETED, userToProto(e.User)
+	case store.EventPurged:
+		m.Kind, m.User = usersv1.UserEvent_KIND_PURGED, &usersv1.User{Id: e.User.ID}
 	}
 	if e.User.Name == "" {
 		// Every user has a name: a change without one is of a user since deleted, whose name the

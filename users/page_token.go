@@ -40,8 +40,12 @@ func queryBinding(parts ...string) string {
 }
 
 // usersBinding is the binding of a ListUsers query.
-func usersBinding(role, namePrefix string, sort []store.SortKey, limit int) string {
+func usersBinding(role, namePrefix string, showDeleted bool, sort []store.SortKey, limit int) string {
 	parts := []string{"users", role, namePrefix, strconv.Itoa(limit)}
+	if showDeleted {
+		// Only when set, so that the tokens of lists without deleted users stay as they were.
+		parts = append(parts, "deleted")
+	}
 	for _, k := range sort {
 		parts = append(parts, string(k.Field), strconv.FormatBool(k.Descending))
 	}

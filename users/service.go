@@ -25,6 +25,10 @@ const (
 	DefaultWatchHeartbeat = 15 * time.Second
 	// DefaultMaxWatchers is the limit of open watches when Options.MaxWatchers is 0.
 	DefaultMaxWatchers = 10_000
+	// DefaultDeletedRetention is how long a deleted user stays restorable unless the operator
+	// says otherwise: thirty days, time enough to notice a mistaken delete or a provisioning
+	// system's wrong sync.
+	DefaultDeletedRetention = 720 * time.Hour
 )
 
 // Options is what a Service depends on.
@@ -37,6 +41,9 @@ type Options struct {
 	MaxWatchers int
 	// WatchHeartbeat is the longest a watch stays silent; 0 means DefaultWatchHeartbeat.
 	WatchHeartbeat time.Duration
+	// DeletedRetention is how long a deleted user is kept, restorable, before it is purged; 0
+	// removes a deleted user at once (DeleteUser then cannot be undone).
+	DeletedRetention time.Duration
 }
 
 // Service implements the users.v1.Users service on a store: one method per operation, with the
@@ -48,6 +55,8 @@ type Service struct {
 	// feed hands the changes of users to the watches (see Watch); heartbeat is a watch's longest silence.
 	feed      *feed
 	heartbeat time.Duration
+	// deletedRetention is Options.DeletedRetention.
+	deletedRetention time.Duration
 	// catchUpTurns holds a token for each read of the log that a watch catching up from far back
 	// is making (see watch.readMore).
 	catchUpTurns chan struct{}
@@ -69,9 +78,10 @@ func New(opts Options) (*Service, error) {
 	}
 	return &Service{
 		store: opts.Store, logger: opts.Logger, metrics: opts.Metrics,
-		feed:         newFeed(opts.Store, opts.Logger, opts.Metrics, opts.MaxWatchers),
-		heartbeat:    opts.WatchHeartbeat,
-		catchUpTurns: make(chan struct{}, catchUpReads),
+		feed:             newFeed(opts.Store, opts.Logger, opts.Metrics, opts.MaxWatchers),
+		heartbeat:        opts.WatchHeartbeat,
+		deletedRetention: opts.DeletedRetention,
+		catchUpTurns:     make(chan struct{}, catchUpReads),
 	}, nil
 }
 
@@ -92,7 +102,11 @@ func (s *Service) GetUser(ctx context.Context, req *usersv1.GetUserRequest) (*us
 	if err != nil {
 		return nil, err
 	}
-	user, err := s.store.GetUser(ctx, req.GetId())
+	get := s.store.GetUser
+	if call := callOf(ctx); call != nil && call.ShowDeleted {
+		get = s.store.GetUserShowingDeleted
+	}
+	user, err := get(ctx, req.GetId())
 	if err != nil {
 		return nil, fromStore(err)
 	}
@@ -118,8 +132,8 @@ func (s *Service) ListUsers(ctx context.Context, req *usersv1.ListUsersRequest) 
 	if err != nil {
 		return nil, err
 	}
-	q := store.UserQuery{Role: req.GetRole(), NamePrefix: req.GetNamePrefix(), Sort: sort, Offset: offset, Limit: limit}
-	binding := usersBinding(q.Role, q.NamePrefix, sort, limit)
+	q := store.UserQuery{Role: req.GetRole(), NamePrefix: req.GetNamePrefix(), Sort: sort, Offset: offset, Limit: limit, ShowDeleted: req.GetShowDeleted()}
+	binding := usersBinding(q.Role, q.NamePrefix, q.ShowDeleted, sort, limit)
 	if req.GetPageToken() != "" {
 		if q.After, err = userCursor(req.GetPageToken(), binding, sort); err != nil {
 			return nil, err
@@ -231,7 +245,9 @@ func (s *Service) UpdateUser(ctx context.Context, req *usersv1.UpdateUserRequest
 	return &usersv1.UpdateUserResponse{User: userToProto(user)}, nil
 }
 
-// DeleteUser deletes a user and the user's posts.
+// DeleteUser deletes a user and the user's posts (AIP-164): it keeps the user, hidden and
+// restorable, for the retention, and answers it as deleted; with purge, or no retention, it
+// removes the user at once and answers nothing.
 func (s *Service) DeleteUser(ctx context.Context, req *usersv1.DeleteUserRequest) (*usersv1.DeleteUserResponse, error) {
 	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
@@ -243,11 +259,42 @@ func (s *Service) DeleteUser(ctx context.Context, req *usersv1.DeleteUserRequest
 	if ctx, err = forWrite(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.store.DeleteUser(ctx, req.GetId(), ifVersion); err != nil {
+	res := &usersv1.DeleteUserResponse{}
+	switch {
+	case req.GetPurge():
+		err = s.store.PurgeUser(ctx, req.GetId(), ifVersion)
+	case s.deletedRetention == 0:
+		err = s.store.DeleteUser(ctx, req.GetId(), ifVersion)
+	default:
+		var user store.User
+		user, err = s.store.SoftDeleteUser(ctx, req.GetId(), ifVersion, time.Now().Add(s.deletedRetention))
+		res.User = userToProto(user)
+	}
+	if err != nil {
 		return nil, fromStore(err)
 	}
 	s.answerToken(ctx)
-	return &usersv1.DeleteUserResponse{}, nil
+	return res, nil
+}
+
+// UndeleteUser restores a deleted user that is not yet purged, and answers it.
+func (s *Service) UndeleteUser(ctx context.Context, req *usersv1.UndeleteUserRequest) (*usersv1.User, error) {
+	if err := checkID("id", req.GetId()); err != nil {
+		return nil, err
+	}
+	ifVersion, err := ifMatchVersions(req.GetEtag())
+	if err != nil {
+		return nil, err
+	}
+	if ctx, err = forWrite(ctx); err != nil {
+		return nil, err
+	}
+	user, err := s.store.UndeleteUser(ctx, req.GetId(), ifVersion)
+	if err != nil {
+		return nil, fromStore(err)
+	}
+	s.answerToken(ctx)
+	return userToProto(user), nil
 }
 
 // ListUserPosts returns one page of a user's posts, by id ascending, and the token of the next page.

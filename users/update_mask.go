@@ -11,7 +11,9 @@ import (
 )
 
 // outputOnlyUserFields are ignored in an update mask, as their values are ignored in a body.
-var outputOnlyUserFields = map[string]bool{"id": true, "created_at": true, "updated_at": true, "etag": true}
+var outputOnlyUserFields = map[string]bool{
+	"id": true, "created_at": true, "updated_at": true, "etag": true, "delete_time": true, "purge_time": true,
+}
 
 // writableUserFields are the fields an update mask may name, as "*" names them all.
 var writableUserFields = []string{"name", "role", "user_name", "given_name", "family_name", "email", "external_id", "active", "labels"}

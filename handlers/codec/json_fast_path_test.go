@@ -45,7 +45,7 @@ func TestMatchFieldsNoticesSchemaChanges(t *testing.T) {
 		{"an unchanged User matches", "User", userJSONShapes(), nil},
 		{"a new field of User", "User", userJSONShapes(), func(m *descriptorpb.DescriptorProto) {
 			m.Field = append(m.Field, &descriptorpb.FieldDescriptorProto{
-				Name: proto.String("nickname"), Number: proto.Int32(14),
+				Name: proto.String("nickname"), Number: proto.Int32(99),
 				Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(),
 			})
 		}},

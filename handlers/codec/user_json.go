@@ -46,6 +46,8 @@ var userJSONFields = [...]userJSONField{
 	{fieldShape: fieldShape{number: 11, jsonName: "externalId", kind: protoreflect.StringKind}, stringOf: (*usersv1.User).GetExternalId},
 	{fieldShape: fieldShape{number: 12, jsonName: "active", kind: protoreflect.BoolKind, presence: true}, boolOf: func(u *usersv1.User) *bool { return u.Active }},
 	{fieldShape: fieldShape{number: 13, jsonName: "labels", kind: protoreflect.MessageKind, stringMap: true}, mapOf: (*usersv1.User).GetLabels},
+	{fieldShape: fieldShape{number: 14, jsonName: "deleteTime", kind: protoreflect.MessageKind, message: timestampName}, stampOf: (*usersv1.User).GetDeleteTime},
+	{fieldShape: fieldShape{number: 15, jsonName: "purgeTime", kind: protoreflect.MessageKind, message: timestampName}, stampOf: (*usersv1.User).GetPurgeTime},
 }
 
 // timestampName is the one message type the encoder writes, in appendTimestamp.

@@ -37,11 +37,17 @@ const (
 	UserEvent_KIND_CREATED UserEvent_Kind = 1
 	// The user was replaced or updated; user is the user after the change.
 	UserEvent_KIND_UPDATED UserEvent_Kind = 2
-	// The user was deleted, with the user's posts; user carries the id alone.
+	// The user was deleted, with the user's posts. While it can be restored, user is the user as
+	// deleted (delete_time and purge_time set); when it was removed at once, the id alone.
 	UserEvent_KIND_DELETED UserEvent_Kind = 3
 	// Nothing to report: the stream is alive and has read every change up to sequence (changes
 	// that the role filter leaves out included), so sequence is a valid resume point.
 	UserEvent_KIND_HEARTBEAT UserEvent_Kind = 4
+	// A deleted user was restored; user is the user after it.
+	UserEvent_KIND_UNDELETED UserEvent_Kind = 5
+	// A user was removed for good, with its posts (its purge_time came, or a delete asked to
+	// purge); user carries the id alone, and the log forgets the user's name.
+	UserEvent_KIND_PURGED UserEvent_Kind = 6
 )
 
 // Enum value maps for UserEvent_Kind.
@@ -52,6 +58,8 @@ var (
 		2: "KIND_UPDATED",
 		3: "KIND_DELETED",
 		4: "KIND_HEARTBEAT",
+		5: "KIND_UNDELETED",
+		6: "KIND_PURGED",
 	}
 	UserEvent_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED": 0,
@@ -59,6 +67,8 @@ var (
 		"KIND_UPDATED":     2,
 		"KIND_DELETED":     3,
 		"KIND_HEARTBEAT":   4,
+		"KIND_UNDELETED":   5,
+		"KIND_PURGED":      6,
 	}
 )
 
@@ -86,7 +96,7 @@ func (x UserEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UserEvent_Kind.Descriptor instead.
 func (UserEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{18, 0}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{19, 0}
 }
 
 // ActorType says which kind of credential actor names: an API key's name and a token's subject
@@ -140,7 +150,7 @@ func (x UserEvent_ActorType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UserEvent_ActorType.Descriptor instead.
 func (UserEvent_ActorType) EnumDescriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{18, 1}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{19, 1}
 }
 
 // GetUserRequest names the user to read.
@@ -229,7 +239,13 @@ type User struct {
 	// with a letter; a value is at most 256 bytes of UTF-8 with no control characters. In an update
 	// mask, "labels" replaces the whole map and "labels.KEY" sets or (when user.labels lacks it)
 	// removes the one label.
-	Labels        map[string]string `protobuf:"bytes,13,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,13,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Output only: when the user was deleted; unset while it is not. A deleted user is shown only to
+	// a read that asks for deleted users (show_deleted).
+	DeleteTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=delete_time,json=deleteTime,proto3" json:"delete_time,omitempty"`
+	// Output only: when a deleted user is removed for good, with its posts; unset while it is not
+	// deleted. Until then UndeleteUser restores it.
+	PurgeTime     *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=purge_time,json=purgeTime,proto3" json:"purge_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -355,6 +371,20 @@ func (x *User) GetLabels() map[string]string {
 	return nil
 }
 
+func (x *User) GetDeleteTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeleteTime
+	}
+	return nil
+}
+
+func (x *User) GetPurgeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PurgeTime
+	}
+	return nil
+}
+
 // Post is a short text that belongs to one user.
 type Post struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -458,7 +488,10 @@ type ListUsersRequest struct {
 	// Keeps the users whose name starts with this text, ignoring case (Unicode simple case folding);
 	// at most 200 characters, with the same rules as User.name for its characters. Empty means
 	// every name.
-	NamePrefix    string `protobuf:"bytes,6,opt,name=name_prefix,json=namePrefix,proto3" json:"name_prefix,omitempty"`
+	NamePrefix string `protobuf:"bytes,6,opt,name=name_prefix,json=namePrefix,proto3" json:"name_prefix,omitempty"`
+	// Optional: list deleted users too (with delete_time and purge_time set), and count them in
+	// total_count.
+	ShowDeleted   bool `protobuf:"varint,7,opt,name=show_deleted,json=showDeleted,proto3" json:"show_deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -533,6 +566,13 @@ func (x *ListUsersRequest) GetNamePrefix() string {
 		return x.NamePrefix
 	}
 	return ""
+}
+
+func (x *ListUsersRequest) GetShowDeleted() bool {
+	if x != nil {
+		return x.ShowDeleted
+	}
+	return false
 }
 
 // ListUsersResponse is one page of users.
@@ -948,7 +988,10 @@ type DeleteUserRequest struct {
 	Id int32 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Optional: the etag the caller read (AIP-154). When set, the user is deleted only if it still has
 	// this etag; otherwise the call fails with ABORTED and nothing changes.
-	Etag          string `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"`
+	Etag string `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Optional: remove the user and its posts at once, whether it is deleted already or not, instead
+	// of keeping it until its purge_time.
+	Purge         bool `protobuf:"varint,3,opt,name=purge,proto3" json:"purge,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -997,9 +1040,18 @@ func (x *DeleteUserRequest) GetEtag() string {
 	return ""
 }
 
-// DeleteUserResponse is empty: a deleted user has nothing left to return.
+func (x *DeleteUserRequest) GetPurge() bool {
+	if x != nil {
+		return x.Purge
+	}
+	return false
+}
+
+// DeleteUserResponse carries the deleted user while it can still be restored.
 type DeleteUserResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user as deleted, with delete_time and purge_time; unset when the user was removed at once.
+	User          *User `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1034,6 +1086,68 @@ func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
 	return file_users_v1_users_proto_rawDescGZIP(), []int{12}
 }
 
+func (x *DeleteUserResponse) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+// UndeleteUserRequest names the deleted user to restore.
+type UndeleteUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user to restore; must be positive.
+	Id int32 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Optional: the etag the caller read (AIP-154), as for DeleteUserRequest.
+	Etag          string `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndeleteUserRequest) Reset() {
+	*x = UndeleteUserRequest{}
+	mi := &file_users_v1_users_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndeleteUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndeleteUserRequest) ProtoMessage() {}
+
+func (x *UndeleteUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndeleteUserRequest.ProtoReflect.Descriptor instead.
+func (*UndeleteUserRequest) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *UndeleteUserRequest) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *UndeleteUserRequest) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
 // ListUserPostsRequest asks for one page of a user's posts, by page number or by page token.
 type ListUserPostsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1052,7 +1166,7 @@ type ListUserPostsRequest struct {
 
 func (x *ListUserPostsRequest) Reset() {
 	*x = ListUserPostsRequest{}
-	mi := &file_users_v1_users_proto_msgTypes[13]
+	mi := &file_users_v1_users_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1178,7 @@ func (x *ListUserPostsRequest) String() string {
 func (*ListUserPostsRequest) ProtoMessage() {}
 
 func (x *ListUserPostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_users_v1_users_proto_msgTypes[13]
+	mi := &file_users_v1_users_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1191,7 @@ func (x *ListUserPostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserPostsRequest.ProtoReflect.Descriptor instead.
 func (*ListUserPostsRequest) Descriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{13}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListUserPostsRequest) GetUserId() int32 {
@@ -1123,7 +1237,7 @@ type ListUserPostsResponse struct {
 
 func (x *ListUserPostsResponse) Reset() {
 	*x = ListUserPostsResponse{}
-	mi := &file_users_v1_users_proto_msgTypes[14]
+	mi := &file_users_v1_users_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1249,7 @@ func (x *ListUserPostsResponse) String() string {
 func (*ListUserPostsResponse) ProtoMessage() {}
 
 func (x *ListUserPostsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_users_v1_users_proto_msgTypes[14]
+	mi := &file_users_v1_users_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1262,7 @@ func (x *ListUserPostsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserPostsResponse.ProtoReflect.Descriptor instead.
 func (*ListUserPostsResponse) Descriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{14}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListUserPostsResponse) GetPosts() []*Post {
@@ -1187,7 +1301,7 @@ type CreateUserPostRequest struct {
 
 func (x *CreateUserPostRequest) Reset() {
 	*x = CreateUserPostRequest{}
-	mi := &file_users_v1_users_proto_msgTypes[15]
+	mi := &file_users_v1_users_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1313,7 @@ func (x *CreateUserPostRequest) String() string {
 func (*CreateUserPostRequest) ProtoMessage() {}
 
 func (x *CreateUserPostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_users_v1_users_proto_msgTypes[15]
+	mi := &file_users_v1_users_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1326,7 @@ func (x *CreateUserPostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserPostRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserPostRequest) Descriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{15}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateUserPostRequest) GetUserId() int32 {
@@ -1247,7 +1361,7 @@ type CreateUserPostResponse struct {
 
 func (x *CreateUserPostResponse) Reset() {
 	*x = CreateUserPostResponse{}
-	mi := &file_users_v1_users_proto_msgTypes[16]
+	mi := &file_users_v1_users_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1373,7 @@ func (x *CreateUserPostResponse) String() string {
 func (*CreateUserPostResponse) ProtoMessage() {}
 
 func (x *CreateUserPostResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_users_v1_users_proto_msgTypes[16]
+	mi := &file_users_v1_users_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1386,7 @@ func (x *CreateUserPostResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserPostResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserPostResponse) Descriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{16}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateUserPostResponse) GetPost() *Post {
@@ -1297,7 +1411,7 @@ type WatchUsersRequest struct {
 
 func (x *WatchUsersRequest) Reset() {
 	*x = WatchUsersRequest{}
-	mi := &file_users_v1_users_proto_msgTypes[17]
+	mi := &file_users_v1_users_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1423,7 @@ func (x *WatchUsersRequest) String() string {
 func (*WatchUsersRequest) ProtoMessage() {}
 
 func (x *WatchUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_users_v1_users_proto_msgTypes[17]
+	mi := &file_users_v1_users_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1436,7 @@ func (x *WatchUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchUsersRequest.ProtoReflect.Descriptor instead.
 func (*WatchUsersRequest) Descriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{17}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchUsersRequest) GetAfterSequence() int64 {
@@ -1363,7 +1477,7 @@ type UserEvent struct {
 
 func (x *UserEvent) Reset() {
 	*x = UserEvent{}
-	mi := &file_users_v1_users_proto_msgTypes[18]
+	mi := &file_users_v1_users_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1489,7 @@ func (x *UserEvent) String() string {
 func (*UserEvent) ProtoMessage() {}
 
 func (x *UserEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_users_v1_users_proto_msgTypes[18]
+	mi := &file_users_v1_users_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1502,7 @@ func (x *UserEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserEvent.ProtoReflect.Descriptor instead.
 func (*UserEvent) Descriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{18}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UserEvent) GetSequence() int64 {
@@ -1432,7 +1546,7 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\n" +
 	"\x14users/v1/users.proto\x12\busers.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\" \n" +
 	"\x0eGetUserRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x05R\x02id\"\xf3\x03\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\"\xeb\x04\n" +
 	"\x04User\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1452,7 +1566,11 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\vexternal_id\x18\v \x01(\tR\n" +
 	"externalId\x12\x1b\n" +
 	"\x06active\x18\f \x01(\bH\x00R\x06active\x88\x01\x01\x122\n" +
-	"\x06labels\x18\r \x03(\v2\x1a.users.v1.User.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\r \x03(\v2\x1a.users.v1.User.LabelsEntryR\x06labels\x12;\n" +
+	"\vdelete_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"deleteTime\x129\n" +
+	"\n" +
+	"purge_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tpurgeTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\t\n" +
@@ -1463,7 +1581,7 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\x05title\x18\x03 \x01(\tR\x05title\x12\x12\n" +
 	"\x04body\x18\x04 \x01(\tR\x04body\x129\n" +
 	"\n" +
-	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xa4\x01\n" +
+	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xc7\x01\n" +
 	"\x10ListUsersRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x12\n" +
 	"\x04sort\x18\x02 \x01(\tR\x04sort\x12\x12\n" +
@@ -1472,7 +1590,8 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\n" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\x12\x1f\n" +
 	"\vname_prefix\x18\x06 \x01(\tR\n" +
-	"namePrefix\"\x82\x01\n" +
+	"namePrefix\x12!\n" +
+	"\fshow_deleted\x18\a \x01(\bR\vshowDeleted\"\x82\x01\n" +
 	"\x11ListUsersResponse\x12$\n" +
 	"\x05users\x18\x01 \x03(\v2\x0e.users.v1.UserR\x05users\x12\x1f\n" +
 	"\vtotal_count\x18\x02 \x01(\x05R\n" +
@@ -1497,11 +1616,16 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"updateMask\x12\x12\n" +
 	"\x04etag\x18\x04 \x01(\tR\x04etag\"8\n" +
 	"\x12UpdateUserResponse\x12\"\n" +
-	"\x04user\x18\x01 \x01(\v2\x0e.users.v1.UserR\x04user\"7\n" +
+	"\x04user\x18\x01 \x01(\v2\x0e.users.v1.UserR\x04user\"M\n" +
 	"\x11DeleteUserRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
-	"\x04etag\x18\x02 \x01(\tR\x04etag\"\x14\n" +
-	"\x12DeleteUserResponse\"x\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\x12\x14\n" +
+	"\x05purge\x18\x03 \x01(\bR\x05purge\"8\n" +
+	"\x12DeleteUserResponse\x12\"\n" +
+	"\x04user\x18\x01 \x01(\v2\x0e.users.v1.UserR\x04user\"9\n" +
+	"\x13UndeleteUserRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"x\n" +
 	"\x14ListUserPostsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\x05R\x06userId\x12\x12\n" +
 	"\x04page\x18\x02 \x01(\x05R\x04page\x12\x14\n" +
@@ -1523,24 +1647,26 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\x11WatchUsersRequest\x12*\n" +
 	"\x0eafter_sequence\x18\x01 \x01(\x03H\x00R\rafterSequence\x88\x01\x01\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04roleB\x11\n" +
-	"\x0f_after_sequence\"\x8c\x03\n" +
+	"\x0f_after_sequence\"\xb2\x03\n" +
 	"\tUserEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12,\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x18.users.v1.UserEvent.KindR\x04kind\x12\"\n" +
 	"\x04user\x18\x03 \x01(\v2\x0e.users.v1.UserR\x04user\x12\x14\n" +
 	"\x05actor\x18\x04 \x01(\tR\x05actor\x12<\n" +
 	"\n" +
-	"actor_type\x18\x05 \x01(\x0e2\x1d.users.v1.UserEvent.ActorTypeR\tactorType\"f\n" +
+	"actor_type\x18\x05 \x01(\x0e2\x1d.users.v1.UserEvent.ActorTypeR\tactorType\"\x8b\x01\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fKIND_CREATED\x10\x01\x12\x10\n" +
 	"\fKIND_UPDATED\x10\x02\x12\x10\n" +
 	"\fKIND_DELETED\x10\x03\x12\x12\n" +
-	"\x0eKIND_HEARTBEAT\x10\x04\"U\n" +
+	"\x0eKIND_HEARTBEAT\x10\x04\x12\x12\n" +
+	"\x0eKIND_UNDELETED\x10\x05\x12\x0f\n" +
+	"\vKIND_PURGED\x10\x06\"U\n" +
 	"\tActorType\x12\x1a\n" +
 	"\x16ACTOR_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12ACTOR_TYPE_API_KEY\x10\x01\x12\x14\n" +
-	"\x10ACTOR_TYPE_TOKEN\x10\x022\xa6\x05\n" +
+	"\x10ACTOR_TYPE_TOKEN\x10\x022\xe5\x05\n" +
 	"\x05Users\x128\n" +
 	"\aGetUser\x12\x18.users.v1.GetUserRequest\x1a\x0e.users.v1.User\"\x03\x90\x02\x01\x12I\n" +
 	"\tListUsers\x12\x1a.users.v1.ListUsersRequest\x1a\x1b.users.v1.ListUsersResponse\"\x03\x90\x02\x01\x12G\n" +
@@ -1550,7 +1676,8 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\n" +
 	"UpdateUser\x12\x1b.users.v1.UpdateUserRequest\x1a\x1c.users.v1.UpdateUserResponse\x12G\n" +
 	"\n" +
-	"DeleteUser\x12\x1b.users.v1.DeleteUserRequest\x1a\x1c.users.v1.DeleteUserResponse\x12U\n" +
+	"DeleteUser\x12\x1b.users.v1.DeleteUserRequest\x1a\x1c.users.v1.DeleteUserResponse\x12=\n" +
+	"\fUndeleteUser\x12\x1d.users.v1.UndeleteUserRequest\x1a\x0e.users.v1.User\x12U\n" +
 	"\rListUserPosts\x12\x1e.users.v1.ListUserPostsRequest\x1a\x1f.users.v1.ListUserPostsResponse\"\x03\x90\x02\x01\x12S\n" +
 	"\x0eCreateUserPost\x12\x1f.users.v1.CreateUserPostRequest\x1a .users.v1.CreateUserPostResponse\x12E\n" +
 	"\n" +
@@ -1571,7 +1698,7 @@ func file_users_v1_users_proto_rawDescGZIP() []byte {
 }
 
 var file_users_v1_users_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_users_v1_users_proto_goTypes = []any{
 	(UserEvent_Kind)(0),            // 0: users.v1.UserEvent.Kind
 	(UserEvent_ActorType)(0),       // 1: users.v1.UserEvent.ActorType
@@ -1588,58 +1715,64 @@ var file_users_v1_users_proto_goTypes = []any{
 	(*UpdateUserResponse)(nil),     // 12: users.v1.UpdateUserResponse
 	(*DeleteUserRequest)(nil),      // 13: users.v1.DeleteUserRequest
 	(*DeleteUserResponse)(nil),     // 14: users.v1.DeleteUserResponse
-	(*ListUserPostsRequest)(nil),   // 15: users.v1.ListUserPostsRequest
-	(*ListUserPostsResponse)(nil),  // 16: users.v1.ListUserPostsResponse
-	(*CreateUserPostRequest)(nil),  // 17: users.v1.CreateUserPostRequest
-	(*CreateUserPostResponse)(nil), // 18: users.v1.CreateUserPostResponse
-	(*WatchUsersRequest)(nil),      // 19: users.v1.WatchUsersRequest
-	(*UserEvent)(nil),              // 20: users.v1.UserEvent
-	nil,                            // 21: users.v1.User.LabelsEntry
-	(*timestamppb.Timestamp)(nil),  // 22: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 23: google.protobuf.FieldMask
+	(*UndeleteUserRequest)(nil),    // 15: users.v1.UndeleteUserRequest
+	(*ListUserPostsRequest)(nil),   // 16: users.v1.ListUserPostsRequest
+	(*ListUserPostsResponse)(nil),  // 17: users.v1.ListUserPostsResponse
+	(*CreateUserPostRequest)(nil),  // 18: users.v1.CreateUserPostRequest
+	(*CreateUserPostResponse)(nil), // 19: users.v1.CreateUserPostResponse
+	(*WatchUsersRequest)(nil),      // 20: users.v1.WatchUsersRequest
+	(*UserEvent)(nil),              // 21: users.v1.UserEvent
+	nil,                            // 22: users.v1.User.LabelsEntry
+	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),  // 24: google.protobuf.FieldMask
 }
 var file_users_v1_users_proto_depIdxs = []int32{
-	22, // 0: users.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	22, // 1: users.v1.User.updated_at:type_name -> google.protobuf.Timestamp
-	21, // 2: users.v1.User.labels:type_name -> users.v1.User.LabelsEntry
-	22, // 3: users.v1.Post.created_at:type_name -> google.protobuf.Timestamp
-	3,  // 4: users.v1.ListUsersResponse.users:type_name -> users.v1.User
-	3,  // 5: users.v1.CreateUserRequest.user:type_name -> users.v1.User
-	3,  // 6: users.v1.CreateUserResponse.user:type_name -> users.v1.User
-	3,  // 7: users.v1.ReplaceUserRequest.user:type_name -> users.v1.User
-	3,  // 8: users.v1.ReplaceUserResponse.user:type_name -> users.v1.User
-	3,  // 9: users.v1.UpdateUserRequest.user:type_name -> users.v1.User
-	23, // 10: users.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	3,  // 11: users.v1.UpdateUserResponse.user:type_name -> users.v1.User
-	4,  // 12: users.v1.ListUserPostsResponse.posts:type_name -> users.v1.Post
-	4,  // 13: users.v1.CreateUserPostRequest.post:type_name -> users.v1.Post
-	4,  // 14: users.v1.CreateUserPostResponse.post:type_name -> users.v1.Post
-	0,  // 15: users.v1.UserEvent.kind:type_name -> users.v1.UserEvent.Kind
-	3,  // 16: users.v1.UserEvent.user:type_name -> users.v1.User
-	1,  // 17: users.v1.UserEvent.actor_type:type_name -> users.v1.UserEvent.ActorType
-	2,  // 18: users.v1.Users.GetUser:input_type -> users.v1.GetUserRequest
-	5,  // 19: users.v1.Users.ListUsers:input_type -> users.v1.ListUsersRequest
-	7,  // 20: users.v1.Users.CreateUser:input_type -> users.v1.CreateUserRequest
-	9,  // 21: users.v1.Users.ReplaceUser:input_type -> users.v1.ReplaceUserRequest
-	11, // 22: users.v1.Users.UpdateUser:input_type -> users.v1.UpdateUserRequest
-	13, // 23: users.v1.Users.DeleteUser:input_type -> users.v1.DeleteUserRequest
-	15, // 24: users.v1.Users.ListUserPosts:input_type -> users.v1.ListUserPostsRequest
-	17, // 25: users.v1.Users.CreateUserPost:input_type -> users.v1.CreateUserPostRequest
-	19, // 26: users.v1.Users.WatchUsers:input_type -> users.v1.WatchUsersRequest
-	3,  // 27: users.v1.Users.GetUser:output_type -> users.v1.User
-	6,  // 28: users.v1.Users.ListUsers:output_type -> users.v1.ListUsersResponse
-	8,  // 29: users.v1.Users.CreateUser:output_type -> users.v1.CreateUserResponse
-	10, // 30: users.v1.Users.ReplaceUser:output_type -> users.v1.ReplaceUserResponse
-	12, // 31: users.v1.Users.UpdateUser:output_type -> users.v1.UpdateUserResponse
-	14, // 32: users.v1.Users.DeleteUser:output_type -> users.v1.DeleteUserResponse
-	16, // 33: users.v1.Users.ListUserPosts:output_type -> users.v1.ListUserPostsResponse
-	18, // 34: users.v1.Users.CreateUserPost:output_type -> users.v1.CreateUserPostResponse
-	20, // 35: users.v1.Users.WatchUsers:output_type -> users.v1.UserEvent
-	27, // [27:36] is the sub-list for method output_type
-	18, // [18:27] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	23, // 0: users.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	23, // 1: users.v1.User.updated_at:type_name -> google.protobuf.Timestamp
+	22, // 2: users.v1.User.labels:type_name -> users.v1.User.LabelsEntry
+	23, // 3: users.v1.User.delete_time:type_name -> google.protobuf.Timestamp
+	23, // 4: users.v1.User.purge_time:type_name -> google.protobuf.Timestamp
+	23, // 5: users.v1.Post.created_at:type_name -> google.protobuf.Timestamp
+	3,  // 6: users.v1.ListUsersResponse.users:type_name -> users.v1.User
+	3,  // 7: users.v1.CreateUserRequest.user:type_name -> users.v1.User
+	3,  // 8: users.v1.CreateUserResponse.user:type_name -> users.v1.User
+	3,  // 9: users.v1.ReplaceUserRequest.user:type_name -> users.v1.User
+	3,  // 10: users.v1.ReplaceUserResponse.user:type_name -> users.v1.User
+	3,  // 11: users.v1.UpdateUserRequest.user:type_name -> users.v1.User
+	24, // 12: users.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	3,  // 13: users.v1.UpdateUserResponse.user:type_name -> users.v1.User
+	3,  // 14: users.v1.DeleteUserResponse.user:type_name -> users.v1.User
+	4,  // 15: users.v1.ListUserPostsResponse.posts:type_name -> users.v1.Post
+	4,  // 16: users.v1.CreateUserPostRequest.post:type_name -> users.v1.Post
+	4,  // 17: users.v1.CreateUserPostResponse.post:type_name -> users.v1.Post
+	0,  // 18: users.v1.UserEvent.kind:type_name -> users.v1.UserEvent.Kind
+	3,  // 19: users.v1.UserEvent.user:type_name -> users.v1.User
+	1,  // 20: users.v1.UserEvent.actor_type:type_name -> users.v1.UserEvent.ActorType
+	2,  // 21: users.v1.Users.GetUser:input_type -> users.v1.GetUserRequest
+	5,  // 22: users.v1.Users.ListUsers:input_type -> users.v1.ListUsersRequest
+	7,  // 23: users.v1.Users.CreateUser:input_type -> users.v1.CreateUserRequest
+	9,  // 24: users.v1.Users.ReplaceUser:input_type -> users.v1.ReplaceUserRequest
+	11, // 25: users.v1.Users.UpdateUser:input_type -> users.v1.UpdateUserRequest
+	13, // 26: users.v1.Users.DeleteUser:input_type -> users.v1.DeleteUserRequest
+	15, // 27: users.v1.Users.UndeleteUser:input_type -> users.v1.UndeleteUserRequest
+	16, // 28: users.v1.Users.ListUserPosts:input_type -> users.v1.ListUserPostsRequest
+	18, // 29: users.v1.Users.CreateUserPost:input_type -> users.v1.CreateUserPostRequest
+	20, // 30: users.v1.Users.WatchUsers:input_type -> users.v1.WatchUsersRequest
+	3,  // 31: users.v1.Users.GetUser:output_type -> users.v1.User
+	6,  // 32: users.v1.Users.ListUsers:output_type -> users.v1.ListUsersResponse
+	8,  // 33: users.v1.Users.CreateUser:output_type -> users.v1.CreateUserResponse
+	10, // 34: users.v1.Users.ReplaceUser:output_type -> users.v1.ReplaceUserResponse
+	12, // 35: users.v1.Users.UpdateUser:output_type -> users.v1.UpdateUserResponse
+	14, // 36: users.v1.Users.DeleteUser:output_type -> users.v1.DeleteUserResponse
+	3,  // 37: users.v1.Users.UndeleteUser:output_type -> users.v1.User
+	17, // 38: users.v1.Users.ListUserPosts:output_type -> users.v1.ListUserPostsResponse
+	19, // 39: users.v1.Users.CreateUserPost:output_type -> users.v1.CreateUserPostResponse
+	21, // 40: users.v1.Users.WatchUsers:output_type -> users.v1.UserEvent
+	31, // [31:41] is the sub-list for method output_type
+	21, // [21:31] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_users_v1_users_proto_init() }
@@ -1648,14 +1781,14 @@ func file_users_v1_users_proto_init() {
 		return
 	}
 	file_users_v1_users_proto_msgTypes[1].OneofWrappers = []any{}
-	file_users_v1_users_proto_msgTypes[17].OneofWrappers = []any{}
+	file_users_v1_users_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_users_v1_users_proto_rawDesc), len(file_users_v1_users_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

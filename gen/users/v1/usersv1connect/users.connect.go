@@ -50,6 +50,8 @@ const (
 	UsersUpdateUserProcedure = "/users.v1.Users/UpdateUser"
 	// UsersDeleteUserProcedure is the fully-qualified name of the Users's DeleteUser RPC.
 	UsersDeleteUserProcedure = "/users.v1.Users/DeleteUser"
+	// UsersUndeleteUserProcedure is the fully-qualified name of the Users's UndeleteUser RPC.
+	UsersUndeleteUserProcedure = "/users.v1.Users/UndeleteUser"
 	// UsersListUserPostsProcedure is the fully-qualified name of the Users's ListUserPosts RPC.
 	UsersListUserPostsProcedure = "/users.v1.Users/ListUserPosts"
 	// UsersCreateUserPostProcedure is the fully-qualified name of the Users's CreateUserPost RPC.
@@ -63,6 +65,7 @@ type UsersClient interface {
 	// GetUser returns one user.
 	//
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME the response type User is fixed by the original interface description.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE GetUser and UndeleteUser both answer the user itself (AIP-131, AIP-164).
 	GetUser(context.Context, *v1.GetUserRequest) (*v1.User, error)
 	// ListUsers returns one page of users, filtered and sorted, with the total number of matches.
 	ListUsers(context.Context, *v1.ListUsersRequest) (*v1.ListUsersResponse, error)
@@ -72,8 +75,15 @@ type UsersClient interface {
 	ReplaceUser(context.Context, *v1.ReplaceUserRequest) (*v1.ReplaceUserResponse, error)
 	// UpdateUser sets the fields named in update_mask and leaves the others as they are.
 	UpdateUser(context.Context, *v1.UpdateUserRequest) (*v1.UpdateUserResponse, error)
-	// DeleteUser deletes a user and the user's posts.
+	// DeleteUser deletes a user and the user's posts (AIP-164): the user is kept, hidden from every
+	// read, until its purge_time, and UndeleteUser restores it until then. With purge, or on a server
+	// whose retention is zero, the user is removed at once.
 	DeleteUser(context.Context, *v1.DeleteUserRequest) (*v1.DeleteUserResponse, error)
+	// UndeleteUser restores a deleted user that has not been purged yet, with its posts.
+	//
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME AIP-164: Undelete answers the resource itself.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE GetUser and UndeleteUser both answer the user itself (AIP-131, AIP-164).
+	UndeleteUser(context.Context, *v1.UndeleteUserRequest) (*v1.User, error)
 	// ListUserPosts returns one page of a user's posts, oldest first.
 	ListUserPosts(context.Context, *v1.ListUserPostsRequest) (*v1.ListUserPostsResponse, error)
 	// CreateUserPost adds a post to a user.
@@ -138,6 +148,12 @@ func NewUsersClient(httpClient connect.HTTPClient, baseURL string, opts ...conne
 			connect.WithSchema(usersMethods.ByName("DeleteUser")),
 			connect.WithClientOptions(opts...),
 		),
+		undeleteUser: connect.NewClient[v1.UndeleteUserRequest, v1.User](
+			httpClient,
+			baseURL+UsersUndeleteUserProcedure,
+			connect.WithSchema(usersMethods.ByName("UndeleteUser")),
+			connect.WithClientOptions(opts...),
+		),
 		listUserPosts: connect.NewClient[v1.ListUserPostsRequest, v1.ListUserPostsResponse](
 			httpClient,
 			baseURL+UsersListUserPostsProcedure,
@@ -169,6 +185,7 @@ type usersClient struct {
 	replaceUser    *connect.Client[v1.ReplaceUserRequest, v1.ReplaceUserResponse]
 	updateUser     *connect.Client[v1.UpdateUserRequest, v1.UpdateUserResponse]
 	deleteUser     *connect.Client[v1.DeleteUserRequest, v1.DeleteUserResponse]
+	undeleteUser   *connect.Client[v1.UndeleteUserRequest, v1.User]
 	listUserPosts  *connect.Client[v1.ListUserPostsRequest, v1.ListUserPostsResponse]
 	createUserPost *connect.Client[v1.CreateUserPostRequest, v1.CreateUserPostResponse]
 	watchUsers     *connect.Client[v1.WatchUsersRequest, v1.UserEvent]
@@ -228,6 +245,15 @@ func (c *usersClient) DeleteUser(ctx context.Context, req *v1.DeleteUserRequest)
 	return nil, err
 }
 
+// UndeleteUser calls users.v1.Users.UndeleteUser.
+func (c *usersClient) UndeleteUser(ctx context.Context, req *v1.UndeleteUserRequest) (*v1.User, error) {
+	response, err := c.undeleteUser.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // ListUserPosts calls users.v1.Users.ListUserPosts.
 func (c *usersClient) ListUserPosts(ctx context.Context, req *v1.ListUserPostsRequest) (*v1.ListUserPostsResponse, error) {
 	response, err := c.listUserPosts.CallUnary(ctx, connect.NewRequest(req))
@@ -256,6 +282,7 @@ type UsersHandler interface {
 	// GetUser returns one user.
 	//
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME the response type User is fixed by the original interface description.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE GetUser and UndeleteUser both answer the user itself (AIP-131, AIP-164).
 	GetUser(context.Context, *v1.GetUserRequest) (*v1.User, error)
 	// ListUsers returns one page of users, filtered and sorted, with the total number of matches.
 	ListUsers(context.Context, *v1.ListUsersRequest) (*v1.ListUsersResponse, error)
@@ -265,8 +292,15 @@ type UsersHandler interface {
 	ReplaceUser(context.Context, *v1.ReplaceUserRequest) (*v1.ReplaceUserResponse, error)
 	// UpdateUser sets the fields named in update_mask and leaves the others as they are.
 	UpdateUser(context.Context, *v1.UpdateUserRequest) (*v1.UpdateUserResponse, error)
-	// DeleteUser deletes a user and the user's posts.
+	// DeleteUser deletes a user and the user's posts (AIP-164): the user is kept, hidden from every
+	// read, until its purge_time, and UndeleteUser restores it until then. With purge, or on a server
+	// whose retention is zero, the user is removed at once.
 	DeleteUser(context.Context, *v1.DeleteUserRequest) (*v1.DeleteUserResponse, error)
+	// UndeleteUser restores a deleted user that has not been purged yet, with its posts.
+	//
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME AIP-164: Undelete answers the resource itself.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE GetUser and UndeleteUser both answer the user itself (AIP-131, AIP-164).
+	UndeleteUser(context.Context, *v1.UndeleteUserRequest) (*v1.User, error)
 	// ListUserPosts returns one page of a user's posts, oldest first.
 	ListUserPosts(context.Context, *v1.ListUserPostsRequest) (*v1.ListUserPostsResponse, error)
 	// CreateUserPost adds a post to a user.
@@ -327,6 +361,12 @@ func NewUsersHandler(svc UsersHandler, opts ...connect.HandlerOption) (string, h
 		connect.WithSchema(usersMethods.ByName("DeleteUser")),
 		connect.WithHandlerOptions(opts...),
 	)
+	usersUndeleteUserHandler := connect.NewUnaryHandlerSimple(
+		UsersUndeleteUserProcedure,
+		svc.UndeleteUser,
+		connect.WithSchema(usersMethods.ByName("UndeleteUser")),
+		connect.WithHandlerOptions(opts...),
+	)
 	usersListUserPostsHandler := connect.NewUnaryHandlerSimple(
 		UsersListUserPostsProcedure,
 		svc.ListUserPosts,
@@ -361,6 +401,8 @@ func NewUsersHandler(svc UsersHandler, opts ...connect.HandlerOption) (string, h
 			usersUpdateUserHandler.ServeHTTP(w, r)
 		case UsersDeleteUserProcedure:
 			usersDeleteUserHandler.ServeHTTP(w, r)
+		case UsersUndeleteUserProcedure:
+			usersUndeleteUserHandler.ServeHTTP(w, r)
 		case UsersListUserPostsProcedure:
 			usersListUserPostsHandler.ServeHTTP(w, r)
 		case UsersCreateUserPostProcedure:
@@ -398,6 +440,10 @@ func (UnimplementedUsersHandler) UpdateUser(context.Context, *v1.UpdateUserReque
 
 func (UnimplementedUsersHandler) DeleteUser(context.Context, *v1.DeleteUserRequest) (*v1.DeleteUserResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Users.DeleteUser is not implemented"))
+}
+
+func (UnimplementedUsersHandler) UndeleteUser(context.Context, *v1.UndeleteUserRequest) (*v1.User, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Users.UndeleteUser is not implemented"))
 }
 
 func (UnimplementedUsersHandler) ListUserPosts(context.Context, *v1.ListUserPostsRequest) (*v1.ListUserPostsResponse, error) {

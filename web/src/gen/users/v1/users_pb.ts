@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file users/v1/users.proto.
  */
 export const file_users_v1_users: GenFile = /*@__PURE__*/
-  fileDesc("ChR1c2Vycy92MS91c2Vycy5wcm90bxIIdXNlcnMudjEiHAoOR2V0VXNlclJlcXVlc3QSCgoCaWQYASABKAUi9wIKBFVzZXISCgoCaWQYASABKAUSDAoEbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGV0YWcYBiABKAkSEQoJdXNlcl9uYW1lGAcgASgJEhIKCmdpdmVuX25hbWUYCCABKAkSEwoLZmFtaWx5X25hbWUYCSABKAkSDQoFZW1haWwYCiABKAkSEwoLZXh0ZXJuYWxfaWQYCyABKAkSEwoGYWN0aXZlGAwgASgISACIAQESKgoGbGFiZWxzGA0gAygLMhoudXNlcnMudjEuVXNlci5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB19hY3RpdmUicAoEUG9zdBIKCgJpZBgBIAEoBRIPCgd1c2VyX2lkGAIgASgFEg0KBXRpdGxlGAMgASgJEgwKBGJvZHkYBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidAoQTGlzdFVzZXJzUmVxdWVzdBIMCgRyb2xlGAEgASgJEgwKBHNvcnQYAiABKAkSDAoEcGFnZRgDIAEoBRINCgVsaW1pdBgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJEhMKC25hbWVfcHJlZml4GAYgASgJImAKEUxpc3RVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlchITCgt0b3RhbF9jb3VudBgCIAEoBRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiRQoRQ3JlYXRlVXNlclJlcXVlc3QSHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXISEgoKcmVxdWVzdF9pZBgCIAEoCSIyChJDcmVhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiTAoSUmVwbGFjZVVzZXJSZXF1ZXN0EgoKAmlkGAEgASgFEhwKBHVzZXIYAiABKAsyDi51c2Vycy52MS5Vc2VyEgwKBGV0YWcYAyABKAkiMwoTUmVwbGFjZVVzZXJSZXNwb25zZRIcCgR1c2VyGAEgASgLMg4udXNlcnMudjEuVXNlciJ8ChFVcGRhdGVVc2VyUmVxdWVzdBIKCgJpZBgBIAEoBRIcCgR1c2VyGAIgASgLMg4udXNlcnMudjEuVXNlchIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSDAoEZXRhZxgEIAEoCSIyChJVcGRhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiLQoRRGVsZXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSDAoEZXRhZxgCIAEoCSIUChJEZWxldGVVc2VyUmVzcG9uc2UiWAoUTGlzdFVzZXJQb3N0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoBRIMCgRwYWdlGAIgASgFEg0KBWxpbWl0GAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiZAoVTGlzdFVzZXJQb3N0c1Jlc3BvbnNlEh0KBXBvc3RzGAEgAygLMg4udXNlcnMudjEuUG9zdBITCgt0b3RhbF9jb3VudBgCIAEoBRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiWgoVQ3JlYXRlVXNlclBvc3RSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAUSHAoEcG9zdBgCIAEoCzIOLnVzZXJzLnYxLlBvc3QSEgoKcmVxdWVzdF9pZBgDIAEoCSI2ChZDcmVhdGVVc2VyUG9zdFJlc3BvbnNlEhwKBHBvc3QYASABKAsyDi51c2Vycy52MS5Qb3N0IlEKEVdhdGNoVXNlcnNSZXF1ZXN0EhsKDmFmdGVyX3NlcXVlbmNlGAEgASgDSACIAQESDAoEcm9sZRgCIAEoCUIRCg9fYWZ0ZXJfc2VxdWVuY2Ui5AIKCVVzZXJFdmVudBIQCghzZXF1ZW5jZRgBIAEoAxImCgRraW5kGAIgASgOMhgudXNlcnMudjEuVXNlckV2ZW50LktpbmQSHAoEdXNlchgDIAEoCzIOLnVzZXJzLnYxLlVzZXISDQoFYWN0b3IYBCABKAkSMQoKYWN0b3JfdHlwZRgFIAEoDjIdLnVzZXJzLnYxLlVzZXJFdmVudC5BY3RvclR5cGUiZgoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASEAoMS0lORF9DUkVBVEVEEAESEAoMS0lORF9VUERBVEVEEAISEAoMS0lORF9ERUxFVEVEEAMSEgoOS0lORF9IRUFSVEJFQVQQBCJVCglBY3RvclR5cGUSGgoWQUNUT1JfVFlQRV9VTlNQRUNJRklFRBAAEhYKEkFDVE9SX1RZUEVfQVBJX0tFWRABEhQKEEFDVE9SX1RZUEVfVE9LRU4QAjKmBQoFVXNlcnMSOAoHR2V0VXNlchIYLnVzZXJzLnYxLkdldFVzZXJSZXF1ZXN0Gg4udXNlcnMudjEuVXNlciIDkAIBEkkKCUxpc3RVc2VycxIaLnVzZXJzLnYxLkxpc3RVc2Vyc1JlcXVlc3QaGy51c2Vycy52MS5MaXN0VXNlcnNSZXNwb25zZSIDkAIBEkcKCkNyZWF0ZVVzZXISGy51c2Vycy52MS5DcmVhdGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLkNyZWF0ZVVzZXJSZXNwb25zZRJKCgtSZXBsYWNlVXNlchIcLnVzZXJzLnYxLlJlcGxhY2VVc2VyUmVxdWVzdBodLnVzZXJzLnYxLlJlcGxhY2VVc2VyUmVzcG9uc2USRwoKVXBkYXRlVXNlchIbLnVzZXJzLnYxLlVwZGF0ZVVzZXJSZXF1ZXN0GhwudXNlcnMudjEuVXBkYXRlVXNlclJlc3BvbnNlEkcKCkRlbGV0ZVVzZXISGy51c2Vycy52MS5EZWxldGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLkRlbGV0ZVVzZXJSZXNwb25zZRJVCg1MaXN0VXNlclBvc3RzEh4udXNlcnMudjEuTGlzdFVzZXJQb3N0c1JlcXVlc3QaHy51c2Vycy52MS5MaXN0VXNlclBvc3RzUmVzcG9uc2UiA5ACARJTCg5DcmVhdGVVc2VyUG9zdBIfLnVzZXJzLnYxLkNyZWF0ZVVzZXJQb3N0UmVxdWVzdBogLnVzZXJzLnYxLkNyZWF0ZVVzZXJQb3N0UmVzcG9uc2USRQoKV2F0Y2hVc2VycxIbLnVzZXJzLnYxLldhdGNoVXNlcnNSZXF1ZXN0GhMudXNlcnMudjEuVXNlckV2ZW50IgOQAgEwAUJ4Cgxjb20udXNlcnMudjFCClVzZXJzUHJvdG9QAVobdXNlcnNkL2dlbi91c2Vycy92MTt1c2Vyc3YxogIDVVhYqgIIVXNlcnMuVjHKAghVc2Vyc1xWMeICFFVzZXJzXFYxXEdQQk1ldGFkYXRh6gIJVXNlcnM6OlYxYgZwcm90bzM", [file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("ChR1c2Vycy92MS91c2Vycy5wcm90bxIIdXNlcnMudjEiHAoOR2V0VXNlclJlcXVlc3QSCgoCaWQYASABKAUi2AMKBFVzZXISCgoCaWQYASABKAUSDAoEbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGV0YWcYBiABKAkSEQoJdXNlcl9uYW1lGAcgASgJEhIKCmdpdmVuX25hbWUYCCABKAkSEwoLZmFtaWx5X25hbWUYCSABKAkSDQoFZW1haWwYCiABKAkSEwoLZXh0ZXJuYWxfaWQYCyABKAkSEwoGYWN0aXZlGAwgASgISACIAQESKgoGbGFiZWxzGA0gAygLMhoudXNlcnMudjEuVXNlci5MYWJlbHNFbnRyeRIvCgtkZWxldGVfdGltZRgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcHVyZ2VfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfYWN0aXZlInAKBFBvc3QSCgoCaWQYASABKAUSDwoHdXNlcl9pZBgCIAEoBRINCgV0aXRsZRgDIAEoCRIMCgRib2R5GAQgASgJEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIooBChBMaXN0VXNlcnNSZXF1ZXN0EgwKBHJvbGUYASABKAkSDAoEc29ydBgCIAEoCRIMCgRwYWdlGAMgASgFEg0KBWxpbWl0GAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkSEwoLbmFtZV9wcmVmaXgYBiABKAkSFAoMc2hvd19kZWxldGVkGAcgASgIImAKEUxpc3RVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlchITCgt0b3RhbF9jb3VudBgCIAEoBRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiRQoRQ3JlYXRlVXNlclJlcXVlc3QSHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXISEgoKcmVxdWVzdF9pZBgCIAEoCSIyChJDcmVhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiTAoSUmVwbGFjZVVzZXJSZXF1ZXN0EgoKAmlkGAEgASgFEhwKBHVzZXIYAiABKAsyDi51c2Vycy52MS5Vc2VyEgwKBGV0YWcYAyABKAkiMwoTUmVwbGFjZVVzZXJSZXNwb25zZRIcCgR1c2VyGAEgASgLMg4udXNlcnMudjEuVXNlciJ8ChFVcGRhdGVVc2VyUmVxdWVzdBIKCgJpZBgBIAEoBRIcCgR1c2VyGAIgASgLMg4udXNlcnMudjEuVXNlchIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSDAoEZXRhZxgEIAEoCSIyChJVcGRhdGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiPAoRRGVsZXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSDAoEZXRhZxgCIAEoCRINCgVwdXJnZRgDIAEoCCIyChJEZWxldGVVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIiLwoTVW5kZWxldGVVc2VyUmVxdWVzdBIKCgJpZBgBIAEoBRIMCgRldGFnGAIgASgJIlgKFExpc3RVc2VyUG9zdHNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAUSDAoEcGFnZRgCIAEoBRINCgVsaW1pdBgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJImQKFUxpc3RVc2VyUG9zdHNSZXNwb25zZRIdCgVwb3N0cxgBIAMoCzIOLnVzZXJzLnYxLlBvc3QSEwoLdG90YWxfY291bnQYAiABKAUSFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIloKFUNyZWF0ZVVzZXJQb3N0UmVxdWVzdBIPCgd1c2VyX2lkGAEgASgFEhwKBHBvc3QYAiABKAsyDi51c2Vycy52MS5Qb3N0EhIKCnJlcXVlc3RfaWQYAyABKAkiNgoWQ3JlYXRlVXNlclBvc3RSZXNwb25zZRIcCgRwb3N0GAEgASgLMg4udXNlcnMudjEuUG9zdCJRChFXYXRjaFVzZXJzUmVxdWVzdBIbCg5hZnRlcl9zZXF1ZW5jZRgBIAEoA0gAiAEBEgwKBHJvbGUYAiABKAlCEQoPX2FmdGVyX3NlcXVlbmNlIooDCglVc2VyRXZlbnQSEAoIc2VxdWVuY2UYASABKAMSJgoEa2luZBgCIAEoDjIYLnVzZXJzLnYxLlVzZXJFdmVudC5LaW5kEhwKBHVzZXIYAyABKAsyDi51c2Vycy52MS5Vc2VyEg0KBWFjdG9yGAQgASgJEjEKCmFjdG9yX3R5cGUYBSABKA4yHS51c2Vycy52MS5Vc2VyRXZlbnQuQWN0b3JUeXBlIosBCgRLaW5kEhQKEEtJTkRfVU5TUEVDSUZJRUQQABIQCgxLSU5EX0NSRUFURUQQARIQCgxLSU5EX1VQREFURUQQAhIQCgxLSU5EX0RFTEVURUQQAxISCg5LSU5EX0hFQVJUQkVBVBAEEhIKDktJTkRfVU5ERUxFVEVEEAUSDwoLS0lORF9QVVJHRUQQBiJVCglBY3RvclR5cGUSGgoWQUNUT1JfVFlQRV9VTlNQRUNJRklFRBAAEhYKEkFDVE9SX1RZUEVfQVBJX0tFWRABEhQKEEFDVE9SX1RZUEVfVE9LRU4QAjLlBQoFVXNlcnMSOAoHR2V0VXNlchIYLnVzZXJzLnYxLkdldFVzZXJSZXF1ZXN0Gg4udXNlcnMudjEuVXNlciIDkAIBEkkKCUxpc3RVc2VycxIaLnVzZXJzLnYxLkxpc3RVc2Vyc1JlcXVlc3QaGy51c2Vycy52MS5MaXN0VXNlcnNSZXNwb25zZSIDkAIBEkcKCkNyZWF0ZVVzZXISGy51c2Vycy52MS5DcmVhdGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLkNyZWF0ZVVzZXJSZXNwb25zZRJKCgtSZXBsYWNlVXNlchIcLnVzZXJzLnYxLlJlcGxhY2VVc2VyUmVxdWVzdBodLnVzZXJzLnYxLlJlcGxhY2VVc2VyUmVzcG9uc2USRwoKVXBkYXRlVXNlchIbLnVzZXJzLnYxLlVwZGF0ZVVzZXJSZXF1ZXN0GhwudXNlcnMudjEuVXBkYXRlVXNlclJlc3BvbnNlEkcKCkRlbGV0ZVVzZXISGy51c2Vycy52MS5EZWxldGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLkRlbGV0ZVVzZXJSZXNwb25zZRI9CgxVbmRlbGV0ZVVzZXISHS51c2Vycy52MS5VbmRlbGV0ZVVzZXJSZXF1ZXN0Gg4udXNlcnMudjEuVXNlchJVCg1MaXN0VXNlclBvc3RzEh4udXNlcnMudjEuTGlzdFVzZXJQb3N0c1JlcXVlc3QaHy51c2Vycy52MS5MaXN0VXNlclBvc3RzUmVzcG9uc2UiA5ACARJTCg5DcmVhdGVVc2VyUG9zdBIfLnVzZXJzLnYxLkNyZWF0ZVVzZXJQb3N0UmVxdWVzdBogLnVzZXJzLnYxLkNyZWF0ZVVzZXJQb3N0UmVzcG9uc2USRQoKV2F0Y2hVc2VycxIbLnVzZXJzLnYxLldhdGNoVXNlcnNSZXF1ZXN0GhMudXNlcnMudjEuVXNlckV2ZW50IgOQAgEwAUJ4Cgxjb20udXNlcnMudjFCClVzZXJzUHJvdG9QAVobdXNlcnNkL2dlbi91c2Vycy92MTt1c2Vyc3YxogIDVVhYqgIIVXNlcnMuVjHKAghVc2Vyc1xWMeICFFVzZXJzXFYxXEdQQk1ldGFkYXRh6gIJVXNlcnM6OlYxYgZwcm90bzM", [file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * GetUserRequest names the user to read.
@@ -148,6 +148,22 @@ export type User = Message<"users.v1.User"> & {
    * @generated from field: map<string, string> labels = 13;
    */
   labels: { [key: string]: string };
+
+  /**
+   * Output only: when the user was deleted; unset while it is not. A deleted user is shown only to
+   * a read that asks for deleted users (show_deleted).
+   *
+   * @generated from field: google.protobuf.Timestamp delete_time = 14;
+   */
+  deleteTime?: Timestamp | undefined;
+
+  /**
+   * Output only: when a deleted user is removed for good, with its posts; unset while it is not
+   * deleted. Until then UndeleteUser restores it.
+   *
+   * @generated from field: google.protobuf.Timestamp purge_time = 15;
+   */
+  purgeTime?: Timestamp | undefined;
 };
 
 /**
@@ -260,6 +276,14 @@ export type ListUsersRequest = Message<"users.v1.ListUsersRequest"> & {
    * @generated from field: string name_prefix = 6;
    */
   namePrefix: string;
+
+  /**
+   * Optional: list deleted users too (with delete_time and purge_time set), and count them in
+   * total_count.
+   *
+   * @generated from field: bool show_deleted = 7;
+   */
+  showDeleted: boolean;
 };
 
 /**
@@ -504,6 +528,14 @@ export type DeleteUserRequest = Message<"users.v1.DeleteUserRequest"> & {
    * @generated from field: string etag = 2;
    */
   etag: string;
+
+  /**
+   * Optional: remove the user and its posts at once, whether it is deleted already or not, instead
+   * of keeping it until its purge_time.
+   *
+   * @generated from field: bool purge = 3;
+   */
+  purge: boolean;
 };
 
 /**
@@ -514,11 +546,17 @@ export const DeleteUserRequestSchema: GenMessage<DeleteUserRequest> = /*@__PURE_
   messageDesc(file_users_v1_users, 11);
 
 /**
- * DeleteUserResponse is empty: a deleted user has nothing left to return.
+ * DeleteUserResponse carries the deleted user while it can still be restored.
  *
  * @generated from message users.v1.DeleteUserResponse
  */
 export type DeleteUserResponse = Message<"users.v1.DeleteUserResponse"> & {
+  /**
+   * The user as deleted, with delete_time and purge_time; unset when the user was removed at once.
+   *
+   * @generated from field: users.v1.User user = 1;
+   */
+  user?: User | undefined;
 };
 
 /**
@@ -527,6 +565,34 @@ export type DeleteUserResponse = Message<"users.v1.DeleteUserResponse"> & {
  */
 export const DeleteUserResponseSchema: GenMessage<DeleteUserResponse> = /*@__PURE__*/
   messageDesc(file_users_v1_users, 12);
+
+/**
+ * UndeleteUserRequest names the deleted user to restore.
+ *
+ * @generated from message users.v1.UndeleteUserRequest
+ */
+export type UndeleteUserRequest = Message<"users.v1.UndeleteUserRequest"> & {
+  /**
+   * The user to restore; must be positive.
+   *
+   * @generated from field: int32 id = 1;
+   */
+  id: number;
+
+  /**
+   * Optional: the etag the caller read (AIP-154), as for DeleteUserRequest.
+   *
+   * @generated from field: string etag = 2;
+   */
+  etag: string;
+};
+
+/**
+ * Describes the message users.v1.UndeleteUserRequest.
+ * Use `create(UndeleteUserRequestSchema)` to create a new message.
+ */
+export const UndeleteUserRequestSchema: GenMessage<UndeleteUserRequest> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 13);
 
 /**
  * ListUserPostsRequest asks for one page of a user's posts, by page number or by page token.
@@ -569,7 +635,7 @@ export type ListUserPostsRequest = Message<"users.v1.ListUserPostsRequest"> & {
  * Use `create(ListUserPostsRequestSchema)` to create a new message.
  */
 export const ListUserPostsRequestSchema: GenMessage<ListUserPostsRequest> = /*@__PURE__*/
-  messageDesc(file_users_v1_users, 13);
+  messageDesc(file_users_v1_users, 14);
 
 /**
  * ListUserPostsResponse is one page of a user's posts.
@@ -604,7 +670,7 @@ export type ListUserPostsResponse = Message<"users.v1.ListUserPostsResponse"> & 
  * Use `create(ListUserPostsResponseSchema)` to create a new message.
  */
 export const ListUserPostsResponseSchema: GenMessage<ListUserPostsResponse> = /*@__PURE__*/
-  messageDesc(file_users_v1_users, 14);
+  messageDesc(file_users_v1_users, 15);
 
 /**
  * CreateUserPostRequest adds a post to a user.
@@ -639,7 +705,7 @@ export type CreateUserPostRequest = Message<"users.v1.CreateUserPostRequest"> & 
  * Use `create(CreateUserPostRequestSchema)` to create a new message.
  */
 export const CreateUserPostRequestSchema: GenMessage<CreateUserPostRequest> = /*@__PURE__*/
-  messageDesc(file_users_v1_users, 15);
+  messageDesc(file_users_v1_users, 16);
 
 /**
  * CreateUserPostResponse carries the created post.
@@ -660,7 +726,7 @@ export type CreateUserPostResponse = Message<"users.v1.CreateUserPostResponse"> 
  * Use `create(CreateUserPostResponseSchema)` to create a new message.
  */
 export const CreateUserPostResponseSchema: GenMessage<CreateUserPostResponse> = /*@__PURE__*/
-  messageDesc(file_users_v1_users, 16);
+  messageDesc(file_users_v1_users, 17);
 
 /**
  * WatchUsersRequest says where a watch starts and which users it follows.
@@ -690,7 +756,7 @@ export type WatchUsersRequest = Message<"users.v1.WatchUsersRequest"> & {
  * Use `create(WatchUsersRequestSchema)` to create a new message.
  */
 export const WatchUsersRequestSchema: GenMessage<WatchUsersRequest> = /*@__PURE__*/
-  messageDesc(file_users_v1_users, 17);
+  messageDesc(file_users_v1_users, 18);
 
 /**
  * UserEvent is one change of a user, or a heartbeat.
@@ -743,7 +809,7 @@ export type UserEvent = Message<"users.v1.UserEvent"> & {
  * Use `create(UserEventSchema)` to create a new message.
  */
 export const UserEventSchema: GenMessage<UserEvent> = /*@__PURE__*/
-  messageDesc(file_users_v1_users, 18);
+  messageDesc(file_users_v1_users, 19);
 
 /**
  * Kind says what happened.
@@ -771,7 +837,8 @@ export enum UserEvent_Kind {
   UPDATED = 2,
 
   /**
-   * The user was deleted, with the user's posts; user carries the id alone.
+   * The user was deleted, with the user's posts. While it can be restored, user is the user as
+   * deleted (delete_time and purge_time set); when it was removed at once, the id alone.
    *
    * @generated from enum value: KIND_DELETED = 3;
    */
@@ -784,13 +851,28 @@ export enum UserEvent_Kind {
    * @generated from enum value: KIND_HEARTBEAT = 4;
    */
   HEARTBEAT = 4,
+
+  /**
+   * A deleted user was restored; user is the user after it.
+   *
+   * @generated from enum value: KIND_UNDELETED = 5;
+   */
+  UNDELETED = 5,
+
+  /**
+   * A user was removed for good, with its posts (its purge_time came, or a delete asked to
+   * purge); user carries the id alone, and the log forgets the user's name.
+   *
+   * @generated from enum value: KIND_PURGED = 6;
+   */
+  PURGED = 6,
 }
 
 /**
  * Describes the enum users.v1.UserEvent.Kind.
  */
 export const UserEvent_KindSchema: GenEnum<UserEvent_Kind> = /*@__PURE__*/
-  enumDesc(file_users_v1_users, 18, 0);
+  enumDesc(file_users_v1_users, 19, 0);
 
 /**
  * ActorType says which kind of credential actor names: an API key's name and a token's subject
@@ -825,7 +907,7 @@ export enum UserEvent_ActorType {
  * Describes the enum users.v1.UserEvent.ActorType.
  */
 export const UserEvent_ActorTypeSchema: GenEnum<UserEvent_ActorType> = /*@__PURE__*/
-  enumDesc(file_users_v1_users, 18, 1);
+  enumDesc(file_users_v1_users, 19, 1);
 
 /**
  * Users manages users and their posts. Every REST route of the service is a thin adapter over one of
@@ -843,6 +925,7 @@ export const Users: GenService<{
    * GetUser returns one user.
    *
    * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME the response type User is fixed by the original interface description.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE GetUser and UndeleteUser both answer the user itself (AIP-131, AIP-164).
    *
    * @generated from rpc users.v1.Users.GetUser
    */
@@ -892,7 +975,9 @@ export const Users: GenService<{
     output: typeof UpdateUserResponseSchema;
   },
   /**
-   * DeleteUser deletes a user and the user's posts.
+   * DeleteUser deletes a user and the user's posts (AIP-164): the user is kept, hidden from every
+   * read, until its purge_time, and UndeleteUser restores it until then. With purge, or on a server
+   * whose retention is zero, the user is removed at once.
    *
    * @generated from rpc users.v1.Users.DeleteUser
    */
@@ -900,6 +985,19 @@ export const Users: GenService<{
     methodKind: "unary";
     input: typeof DeleteUserRequestSchema;
     output: typeof DeleteUserResponseSchema;
+  },
+  /**
+   * UndeleteUser restores a deleted user that has not been purged yet, with its posts.
+   *
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME AIP-164: Undelete answers the resource itself.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE GetUser and UndeleteUser both answer the user itself (AIP-131, AIP-164).
+   *
+   * @generated from rpc users.v1.Users.UndeleteUser
+   */
+  undeleteUser: {
+    methodKind: "unary";
+    input: typeof UndeleteUserRequestSchema;
+    output: typeof UserSchema;
   },
   /**
    * ListUserPosts returns one page of a user's posts, oldest first.
