@@ -16,13 +16,17 @@ import (
 // readContext returns the context of a REST read: it carries the token the request sent, and a
 // conditional request reads from the primary, whose answer (304 or not) depends on the newest
 // version. A read that says neither keeps its context as it is.
-func readContext(r *http.Request) context.Context {
+func readContext(r *http.Request) context.Context { return readContextShowing(r, false) }
+
+// readContextShowing is readContext for a read of one user that may ask to find a deleted user
+// too (showDeleted).
+func readContextShowing(r *http.Request, showDeleted bool) context.Context {
 	token := headerValue(r.Header, users.ConsistencyTokenHeader)
 	conditional := headerValue(r.Header, "If-None-Match") != "" || headerValue(r.Header, "If-Modified-Since") != ""
-	if token == "" && !conditional {
+	if token == "" && !conditional && !showDeleted {
 		return r.Context()
 	}
-	return users.WithCall(r.Context(), &users.Call{ConsistencyToken: token, Primary: conditional})
+	return users.WithCall(r.Context(), &users.Call{ConsistencyToken: token, Primary: conditional, ShowDeleted: showDeleted})
 }
 
 // writeContext returns the context of a REST write, and its call, whose answer setCallHeaders

@@ -74,6 +74,9 @@ type Config struct {
 	MaxWatchers int
 	// WatchHeartbeat is the longest a watch stays silent; 0 means users.DefaultWatchHeartbeat.
 	WatchHeartbeat time.Duration
+	// DeletedRetention keeps a deleted user, restorable, this long (users.Options.DeletedRetention);
+	// 0 removes it at once. cmd/usersd's flag defaults to users.DefaultDeletedRetention.
+	DeletedRetention time.Duration
 	// WatchersPerAddress and WatchersPerConnection cap the watches open at once from one client
 	// address and on one connection, so that one client cannot take all MaxWatchers; 0 means no
 	// cap (cmd/usersd's flags default to DefaultWatchersPerAddress and DefaultWatchersPerConnection).
@@ -146,6 +149,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	service, err := users.New(users.Options{
 		Store: cfg.Store, Logger: cfg.Logger, Metrics: metrics, MaxWatchers: cfg.MaxWatchers, WatchHeartbeat: cfg.WatchHeartbeat,
+		DeletedRetention: cfg.DeletedRetention,
 	})
 	if err != nil {
 		return nil, err

@@ -25,6 +25,8 @@ var sseEventNames = map[usersv1.UserEvent_Kind]string{
 	usersv1.UserEvent_KIND_UPDATED:   "updated",
 	usersv1.UserEvent_KIND_DELETED:   "deleted",
 	usersv1.UserEvent_KIND_HEARTBEAT: "heartbeat",
+	usersv1.UserEvent_KIND_UNDELETED: "undeleted",
+	usersv1.UserEvent_KIND_PURGED:    "purged",
 }
 
 func watchUsersREST(service *users.Service, errs *errorWriter) http.Handler {

@@ -48,6 +48,33 @@ func parseCollectionQuery(r *http.Request, allowed ...string) (collectionQuery, 
 // text returns a parameter's value; absent and empty are the same.
 func (q collectionQuery) text(name string) string { return q.values.Get(name) }
 
+// flag returns a parameter that is true or false, false when it is absent or empty.
+func (q collectionQuery) flag(name string) (bool, error) { return parseFlag(name, q.values.Get(name)) }
+
+// queryFlag returns the flag parameter name of a route that takes no collection query (and so
+// leaves the parameters it does not know alone): r's one value of it, true or false.
+func queryFlag(r *http.Request, name string) (bool, error) {
+	values := r.URL.Query()[name]
+	if len(values) > 1 {
+		return false, users.InvalidField(name, "query parameter %q is given %d times; give it once", name, len(values))
+	}
+	if len(values) == 0 {
+		return false, nil
+	}
+	return parseFlag(name, values[0])
+}
+
+// parseFlag reads a flag's value as JSON writes a boolean: true, false, or empty for false.
+func parseFlag(name, value string) (bool, error) {
+	switch value {
+	case "true":
+		return true, nil
+	case "false", "":
+		return false, nil
+	}
+	return false, users.InvalidField(name, "%s must be true or false, got %q", name, strings.ToValidUTF8(value, "\uFFFD"))
+}
+
 // positive returns a parameter that must be a positive integer, or 0 when it is absent or empty.
 func (q collectionQuery) positive(name string) (int32, error) {
 	v := q.values.Get(name)

@@ -14,7 +14,11 @@ import (
 
 func listUsersREST(service *users.Service, errs *errorWriter) http.Handler {
 	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
-		q, err := parseCollectionQuery(r, "role", "sort", "namePrefix", "page", "limit", "pagination", "cursor")
+		q, err := parseCollectionQuery(r, "role", "sort", "namePrefix", "page", "limit", "pagination", "cursor", "showDeleted")
+		if err != nil {
+			return err
+		}
+		showDeleted, err := q.flag("showDeleted")
 		if err != nil {
 			return err
 		}
@@ -27,7 +31,7 @@ func listUsersREST(service *users.Service, errs *errorWriter) http.Handler {
 		}
 		res, err := service.ListUsers(readContext(r), &usersv1.ListUsersRequest{
 			Role: q.text("role"), Sort: q.text("sort"), NamePrefix: q.text("namePrefix"),
-			Page: p.page, Limit: p.limit, PageToken: p.cursor,
+			Page: p.page, Limit: p.limit, PageToken: p.cursor, ShowDeleted: showDeleted,
 		})
 		if err != nil {
 			return err
@@ -69,7 +73,12 @@ func getUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		user, err := service.GetUser(readContext(r), &usersv1.GetUserRequest{Id: id})
+		showDeleted, err := queryFlag(r, "showDeleted")
+		if err != nil {
+			return err
+		}
+		// GetUserRequest has no field for showDeleted (its fields are fixed): the call carries it.
+		user, err := service.GetUser(readContextShowing(r, showDeleted), &usersv1.GetUserRequest{Id: id})
 		if err != nil {
 			return err
 		}
@@ -140,17 +149,44 @@ func deleteUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		ctx, call := writeContext(r)
-		condition, err := writeCondition(ctx, service, r, id)
+		purge, err := queryFlag(r, "purge")
 		if err != nil {
 			return err
 		}
-		if _, err := service.DeleteUser(ctx, &usersv1.DeleteUserRequest{Id: id, Etag: condition}); err != nil {
+		ctx, call := writeContext(r)
+		// A purge may remove a user that is deleted already: its condition is read among them.
+		condition, err := writeCondition(readContextShowing(r.WithContext(ctx), purge), service, r, id)
+		if err != nil {
+			return err
+		}
+		if _, err := service.DeleteUser(ctx, &usersv1.DeleteUserRequest{Id: id, Etag: condition, Purge: purge}); err != nil {
 			return err
 		}
 		setCallHeaders(w.Header(), call)
 		w.WriteHeader(http.StatusNoContent)
 		return nil
+	})
+}
+
+// undeleteUserREST is POST /users/{id}:undelete (AIP-164): 200 with the restored user.
+func undeleteUserREST(service *users.Service, errs *errorWriter) http.Handler {
+	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		ctx, call := writeContext(r)
+		// The user to restore is deleted: its condition is read among the deleted.
+		condition, err := writeCondition(readContextShowing(r.WithContext(ctx), true), service, r, id)
+		if err != nil {
+			return err
+		}
+		user, err := service.UndeleteUser(ctx, &usersv1.UndeleteUserRequest{Id: id, Etag: condition})
+		if err != nil {
+			return err
+		}
+		setCallHeaders(w.Header(), call)
+		return writeUser(w, r, http.StatusOK, user)
 	})
 }
 

@@ -70,6 +70,8 @@ type routeTable struct {
 	rpcPaths []string
 	// clientStreams are the paths of the RPC methods whose client sends a stream of messages.
 	clientStreams map[string]bool
+	// customMethods are the mux patterns that serve a custom method (see addCustomMethod).
+	customMethods map[string]bool
 	routes        []route
 	err           error // every refused registration; New fails with it
 }
@@ -183,6 +185,10 @@ func (t *routeTable) add(r route, h http.Handler) {
 		}
 		h.ServeHTTP(w, req)
 	})
+	if muxPattern, wildcard, verb, ok := customMethod(r.pattern); ok {
+		t.addCustomMethod(r, muxPattern, wildcard, verb, served)
+		return
+	}
 	t.serving.Handle(r.pattern, served)
 	t.known.Handle(r.pattern, served)
 	t.routes = append(t.routes, r)

@@ -160,13 +160,18 @@ func TestEveryWriteIsRefusedWithoutAValidKey(t *testing.T) {
 		for _, r := range drive {
 			id := admin.createUser(t, "Control")
 			if m, ok := rpcMethodOf(r.pattern); ok {
-				if err := callRPC(t, h2c, srv.URL, r.pattern, m, nil, routeTestKey, id); err != nil {
+				// A live user cannot be restored: the rules' not found shows that the method ran.
+				if err := callRPC(t, h2c, srv.URL, r.pattern, m, nil, routeTestKey, id); err != nil && !(m.Name() == "UndeleteUser" && connect.CodeOf(err) == connect.CodeNotFound) {
 					t.Errorf("%s with the key: %v (code %s)", r.pattern, err, connect.CodeOf(err))
 				}
 				continue
 			}
 			method, path, body := restRequestFor(r.pattern, id)
-			if res := admin.rest(t, method, path, body); res.status == http.StatusUnauthorized || res.status == http.StatusNotFound || res.status == http.StatusMethodNotAllowed {
+			res := admin.rest(t, method, path, body)
+			if strings.HasSuffix(r.pattern, ":undelete") && res.status == http.StatusNotFound && strings.Contains(string(res.body), `"USER_NOT_FOUND"`) {
+				continue // a live user cannot be restored: the rules' not found shows that the route ran
+			}
+			if res.status == http.StatusUnauthorized || res.status == http.StatusNotFound || res.status == http.StatusMethodNotAllowed {
 				t.Errorf("%s %s with the key: %d %s; want the route to take it", method, path, res.status, res.body)
 			}
 		}

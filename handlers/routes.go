@@ -72,6 +72,7 @@ func addRoutes(routes *routeTable, d deps) error {
 	routes.protected("PUT /users/{id}", auth.ScopeWrite, replaceUserREST(service, errs))
 	routes.protected("PATCH /users/{id}", auth.ScopeWrite, updateUserREST(service, errs))
 	routes.protected("DELETE /users/{id}", auth.ScopeWrite, deleteUserREST(service, errs))
+	routes.protected("POST /users/{id}:undelete", auth.ScopeWrite, undeleteUserREST(service, errs))
 	routes.read("GET /users/{id}/posts", listPostsREST(service, errs))
 	routes.protected("POST /users/{id}/posts", auth.ScopeWrite, createPostREST(service, errs))
 
