@@ -53,6 +53,8 @@ type config struct {
 	// watchersPerAddress and watchersPerConnection share the watches out; 0 caps nothing.
 	watchersPerAddress, watchersPerConnection int64
 	watchHeartbeat                            time.Duration
+	// deletedRetention keeps deleted users restorable (handlers.Config.DeletedRetention).
+	deletedRetention time.Duration
 	// drainDelay is how long health checks say NOT_SERVING before the server stops accepting, so
 	// that load balancers have stopped sending new requests by then.
 	drainDelay  time.Duration
@@ -191,6 +193,7 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	s.int64(&cfg.watchersPerAddress, "max-watchers-per-address", "USERS_MAX_WATCHERS_PER_ADDRESS", handlers.DefaultWatchersPerAddress, "watches open at once from one client address (0: no cap; behind a proxy every client has its address); more are refused with RESOURCE_EXHAUSTED / 429")
 	s.int64(&cfg.watchersPerConnection, "max-watchers-per-connection", "USERS_MAX_WATCHERS_PER_CONNECTION", handlers.DefaultWatchersPerConnection, "watches open at once on one connection (0: no cap)")
 	s.duration(&cfg.watchHeartbeat, "watch-heartbeat", "USERS_WATCH_HEARTBEAT", users.DefaultWatchHeartbeat, "longest silence of a watch: a heartbeat is sent after it; keep it under the idle timeout of every proxy on the way")
+	s.duration(&cfg.deletedRetention, "deleted-retention", "USERS_DELETED_RETENTION", users.DefaultDeletedRetention, "how long a deleted user stays restorable (POST /users/{id}:undelete) before it and its posts are purged; 0 removes a deleted user at once")
 	var debugAddr string
 	s.string(&debugAddr, "debug-addr", "USERS_DEBUG_ADDR", "", "the former name of -admin-addr, which it now means")
 	s.fs.BoolVar(&cfg.showVersion, "version", false, "print the version, commit and Go version, and exit")
@@ -288,6 +291,9 @@ func (cfg config) check() error {
 		if c.value <= 0 {
 			errs = append(errs, fmt.Errorf("-%s must be positive, got %s", c.name, c.value))
 		}
+	}
+	if cfg.deletedRetention < 0 {
+		errs = append(errs, fmt.Errorf("-deleted-retention must be 0 (remove at once) or positive, got %s", cfg.deletedRetention))
 	}
 	for _, url := range cfg.dbRead {
 		if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {

@@ -148,6 +148,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 		MaxBodyBytes:   cfg.maxBodyBytes,
 		RequestTimeout: cfg.limits.requestTimeout, CORSOrigins: cfg.corsOrigins, TrustRequestID: cfg.trustRequestID,
 		Metrics: registry, Tracing: tracing, MaxWatchers: int(cfg.maxWatchers), WatchHeartbeat: cfg.watchHeartbeat,
+		DeletedRetention:   cfg.deletedRetention,
 		WatchersPerAddress: int(cfg.watchersPerAddress), WatchersPerConnection: int(cfg.watchersPerConnection),
 		AnswerMemory: cfg.answerMemory,
 	})
@@ -184,6 +185,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	}
 
 	go sweepExpired(background, observedStore, sweepInterval, logger) // observed: its calls are timed too
+	go purgeDeleted(background, observedStore, purgeInterval(cfg.deletedRetention), logger)
 
 	select {
 	case err := <-served:
