@@ -15,7 +15,8 @@ import (
 // TestTheBrowserPageEditsIdentities drives the page's identity fields (issue 37) in headless
 // Chromium: a user created with a user name, an email, a label and unchecked Active shows them in
 // the list and the form; an edit of the email and the removal of the label reach the service; and a
-// user name another user has is refused in words.
+// user name another user has is refused in words; the user deleted from its panel is listed with
+// "Deleted users too" and restored from its row.
 func TestTheBrowserPageEditsIdentities(t *testing.T) {
 	ctx := newBrowser(t)
 	s := startServer(t)
@@ -130,6 +131,33 @@ func TestTheBrowserPageEditsIdentities(t *testing.T) {
 		}
 		if ids := s.ListIDs(t); len(ids) != 2 {
 			t.Fatalf("the service holds users %v after the refused create", ids)
+		}
+	})
+
+	step("delete the user, list deleted users, undelete it", func(t *testing.T) {
+		p := browserPage{t: t, ctx: ctx}
+		p.do("answer the confirmation yes", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`))
+		p.do("delete", chromedp.Click(chromedp.ID("delete-user")))
+		p.waitFor("the delete", `document.getElementById("status").textContent.startsWith("Deleted Grace Hopper")`)
+		p.waitFor("the row gone", fmt.Sprintf(`document.querySelector('#user-rows tr[data-user-id="%d"]') === null`, id))
+		if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: fmt.Sprintf("/users/%d", id)}); res.Status != http.StatusNotFound {
+			t.Fatalf("the deleted user reads %d %s", res.Status, res.Body)
+		}
+
+		p.do("show deleted users", chromedp.Click(chromedp.ID("show-deleted")))
+		deletedRow := fmt.Sprintf(`#user-rows tr.deleted[data-user-id="%d"]`, id)
+		p.waitFor("the deleted row", fmt.Sprintf(`document.querySelector('%s') !== null`, deletedRow))
+		if row := eval[string](p, fmt.Sprintf(`document.querySelector('%s').textContent`, deletedRow)); !strings.Contains(row, "deleted · purged") {
+			t.Fatalf("the deleted row says %q", row)
+		}
+		if url := eval[string](p, `location.search`); !strings.Contains(url, "deleted=1") {
+			t.Fatalf("the URL %q does not keep the choice", url)
+		}
+		p.do("undelete", chromedp.Click(chromedp.CSS(`button[aria-label="Undelete Grace Hopper"]`)))
+		p.waitFor("the restore", `document.getElementById("status").textContent === "Restored Grace Hopper."`)
+		p.waitFor("the live row", fmt.Sprintf(`document.querySelector('#user-rows tr[data-user-id="%d"]:not(.deleted)') !== null`, id))
+		if u := get(t, id); u["deleteTime"] != nil || u["email"] != "amazing.grace@example.com" {
+			t.Fatalf("after the undelete the service holds %v", u)
 		}
 	})
 }

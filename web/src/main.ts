@@ -10,7 +10,7 @@ import { UserEvent_Kind, type User, type UserEvent } from "./gen/users/v1/users_
 type SortField = "id" | "name" | "role" | "createdAt";
 
 /** What the list shows: the collection query (docs/API.md#the-routes). */
-const query = { role: "", namePrefix: "", sort: "id" as SortField, descending: false, page: 1, limit: 10 };
+const query = { role: "", namePrefix: "", showDeleted: false, sort: "id" as SortField, descending: false, page: 1, limit: 10 };
 const sortFields: SortField[] = ["id", "name", "role", "createdAt"];
 const pageSizes = [5, 10, 20, 50, 100];
 /** The page of posts after those shown for the open user, or "" when all are shown. */
@@ -50,6 +50,7 @@ const ui = {
   filters: element<HTMLFormElement>("filters"),
   roleFilter: element<HTMLInputElement>("role-filter"),
   nameFilter: element<HTMLInputElement>("name-filter"),
+  showDeleted: element<HTMLInputElement>("show-deleted"),
   pageSize: element<HTMLSelectElement>("page-size"),
   rows: element<HTMLTableSectionElement>("user-rows"),
   sortButtons: document.querySelectorAll<HTMLButtonElement>("button[data-sort]"),
@@ -155,6 +156,7 @@ function readURL(): number | undefined {
   const params = new URLSearchParams(location.search);
   query.role = params.get("role") ?? "";
   query.namePrefix = params.get("q") ?? "";
+  query.showDeleted = params.get("deleted") === "1";
   const sort = params.get("sort") ?? "id";
   query.descending = sort.startsWith("-");
   const field = sort.replace(/^-/, "") as SortField;
@@ -164,6 +166,7 @@ function readURL(): number | undefined {
   query.limit = pageSizes.includes(limit) ? limit : 10;
   ui.roleFilter.value = query.role;
   ui.nameFilter.value = query.namePrefix;
+  ui.showDeleted.checked = query.showDeleted;
   ui.pageSize.value = String(query.limit);
   const user = Number.parseInt(params.get("user") ?? "", 10);
   return user > 0 ? user : undefined;
@@ -177,6 +180,7 @@ function writeURL(how: "push" | "replace" = "push"): void {
   const params = new URLSearchParams();
   if (query.role) params.set("role", query.role);
   if (query.namePrefix) params.set("q", query.namePrefix);
+  if (query.showDeleted) params.set("deleted", "1");
   if (query.sort !== "id" || query.descending) params.set("sort", (query.descending ? "-" : "") + query.sort);
   if (query.page > 1) params.set("page", String(query.page));
   if (query.limit !== 10) params.set("limit", String(query.limit));
@@ -196,6 +200,7 @@ async function loadList(): Promise<void> {
     const res = await users.listUsers({
       role: query.role,
       namePrefix: query.namePrefix,
+      showDeleted: query.showDeleted,
       sort: (query.descending ? "-" : "") + query.sort,
       page: query.page,
       limit: query.limit,
@@ -233,13 +238,29 @@ function renderRows(list: User[]): void {
   const rows = list.map((user) => {
     const row = document.createElement("tr");
     row.dataset.userId = String(user.id);
-    const open = document.createElement("button");
-    open.type = "button";
-    open.className = "link";
-    open.textContent = user.name;
-    open.setAttribute("aria-label", `Open ${user.name}`);
-    open.addEventListener("click", () => void openUser(user.id));
-    const nameCell: (string | HTMLElement)[] = [open];
+    const nameCell: (string | HTMLElement)[] = [];
+    if (user.deleteTime) {
+      // A deleted user cannot be opened (every read of it is 404): it can only be restored.
+      row.className = "deleted";
+      const badge = document.createElement("span");
+      badge.className = "badge";
+      badge.textContent = `deleted · purged ${formatTime(user.purgeTime)}`;
+      const undelete = document.createElement("button");
+      undelete.type = "button";
+      undelete.className = "link";
+      undelete.textContent = "Undelete";
+      undelete.setAttribute("aria-label", `Undelete ${user.name}`);
+      undelete.addEventListener("click", () => undeleteUser(user));
+      nameCell.push(user.name, badge, " ", undelete);
+    } else {
+      const open = document.createElement("button");
+      open.type = "button";
+      open.className = "link";
+      open.textContent = user.name;
+      open.setAttribute("aria-label", `Open ${user.name}`);
+      open.addEventListener("click", () => void openUser(user.id));
+      nameCell.push(open);
+    }
     if (user.active === false) {
       const badge = document.createElement("span");
       badge.className = "badge";
@@ -265,6 +286,16 @@ function renderRows(list: User[]): void {
     rows.push(row);
   }
   ui.rows.replaceChildren(...rows);
+}
+
+/** Restores a deleted user, conditional on the version the list shows. */
+function undeleteUser(user: User): void {
+  void write(async () => {
+    const restored = await users.undeleteUser({ id: user.id, etag: user.etag });
+    madeHere(restored);
+    say(`Restored ${restored.name}.`);
+    await loadList();
+  });
 }
 
 // ---- one user
@@ -458,7 +489,7 @@ function madeHere(user: { id: number; etag?: string }): void {
 function applyChange(event: UserEvent): void {
   const user = event.user;
   if (!user || ownChanges.delete(changeKey(user))) return;
-  if (event.kind === UserEvent_Kind.DELETED) {
+  if (event.kind === UserEvent_Kind.DELETED || event.kind === UserEvent_Kind.PURGED) {
     if (current?.id === user.id) {
       say(`${current.name} was deleted elsewhere.`);
       closeUser("replace");
@@ -516,12 +547,14 @@ ui.filters.addEventListener("submit", (event) => {
   event.preventDefault();
   query.role = ui.roleFilter.value.trim();
   query.namePrefix = ui.nameFilter.value.trim();
+  query.showDeleted = ui.showDeleted.checked;
   query.limit = Number(ui.pageSize.value);
   query.page = 1;
   listChanged();
 });
 
 ui.pageSize.addEventListener("change", () => ui.filters.requestSubmit());
+ui.showDeleted.addEventListener("change", () => ui.filters.requestSubmit());
 
 for (const button of ui.sortButtons) {
   button.addEventListener("click", () => {
@@ -598,10 +631,11 @@ ui.deleteButton.addEventListener("click", () => {
   const user = current;
   if (!user || !window.confirm(`Delete ${user.name} and all of their posts?`)) return;
   void write(async () => {
-    await users.deleteUser({ id: user.id, etag: user.etag });
-    madeHere({ id: user.id });
+    const res = await users.deleteUser({ id: user.id, etag: user.etag });
+    madeHere(res.user ?? { id: user.id });
     closeUser("replace");
-    say(`Deleted ${user.name}.`);
+    // A deleted user stays restorable until its purge time, when the server keeps deleted users.
+    say(res.user ? `Deleted ${user.name}; "Deleted users too" lists them, to undelete until ${formatTime(res.user.purgeTime)}.` : `Deleted ${user.name}.`);
     await loadList();
   });
 });
