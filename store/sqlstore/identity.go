@@ -89,7 +89,8 @@ func identityChanges(c store.UserChanges) identityArgs {
 // labelsAfter is the stored form of the labels that changes leave user id with, or nil when
 // changes leave them alone. A patch of some keys merges with the stored labels, read in the write's
 // own transaction (and on PostgreSQL locked until it ends, so that a concurrent patch waits rather
-// than being lost); a missing user leaves the update to find that out.
+// than being lost); a missing or deleted user leaves the update to find that out, so that it is
+// not found rather than refused for labels it cannot be shown to have.
 func (s *Store) labelsAfter(ctx context.Context, tx writeTx, id int32, changes store.UserChanges) (*string, error) {
 	if changes.Labels == nil && len(changes.LabelChanges) == 0 {
 		return nil, nil
@@ -97,7 +98,7 @@ func (s *Store) labelsAfter(ctx context.Context, tx writeTx, id int32, changes s
 	var stored map[string]string
 	if changes.Labels == nil {
 		var text string
-		err := tx.QueryRowContext(ctx, `SELECT labels FROM users WHERE id = $1`+s.dialect.forUpdate, id).Scan(&text)
+		err := tx.QueryRowContext(ctx, `SELECT labels FROM users WHERE id = $1`+live+s.dialect.forUpdate, id).Scan(&text)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("read the labels of user %d: %w", id, err)
 		}

@@ -5,6 +5,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -112,6 +113,22 @@ func testSoftDeleteHidesTheUser(t *testing.T, s store.Store, clock *Clock) {
 	}
 	if _, err := s.SoftDeleteUser(ctx, 4242, nil, clock.Now().Add(retention)); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a soft delete of a missing user: %v, want ErrNotFound", err)
+	}
+
+	// A patch of labels is not found either, even one that the stored labels would refuse: what a
+	// deleted user holds is not shown through a write's error.
+	full := map[string]string{}
+	for i := range store.MaxLabels {
+		full[fmt.Sprintf("k%d", i)] = "v"
+	}
+	labelled, err := s.CreateUser(ctx, store.NewUser{Name: "Labelled", Identity: store.Identity{Labels: full}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSoftDelete(t, s, clock, labelled)
+	one := "x"
+	if _, err := s.UpdateUser(ctx, labelled.ID, store.UserChanges{LabelChanges: map[string]*string{"extra": &one}}, nil); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a label patch of a deleted user with %d labels: %v, want ErrNotFound", store.MaxLabels, err)
 	}
 }
 
