@@ -54,7 +54,12 @@ func (q collectionQuery) flag(name string) (bool, error) { return parseFlag(name
 // queryFlag returns the flag parameter name of a route that takes no collection query (and so
 // leaves the parameters it does not know alone): r's one value of it, true or false.
 func queryFlag(r *http.Request, name string) (bool, error) {
-	values := r.URL.Query()[name]
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		// Query drops what it cannot parse: a malformed purge=true must not pass as absent.
+		return false, users.InvalidField("query", "malformed query string: %v", err)
+	}
+	values := query[name]
 	if len(values) > 1 {
 		return false, users.InvalidField(name, "query parameter %q is given %d times; give it once", name, len(values))
 	}

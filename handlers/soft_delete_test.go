@@ -68,8 +68,16 @@ func TestSoftDeleteOverREST(t *testing.T) {
 	if deleted.Status != http.StatusOK || deleteTime.Before(before.Add(-time.Second)) || !aboutRetention(purgeTime.Sub(deleteTime)) {
 		t.Errorf("GET showDeleted: %d %s; want the user with its delete time and a purge time the retention later", deleted.Status, deleted.Body)
 	}
-	if res := do("GET", path+"?showDeleted=maybe", ""); res.Status != http.StatusBadRequest {
-		t.Errorf("showDeleted=maybe: %d %s; want 400", res.Status, res.Body)
+	for _, bad := range []string{path + "?showDeleted=maybe", path + "?showDeleted=%zz", "/users?showDeleted=yes"} {
+		if res := do("GET", bad, ""); res.Status != http.StatusBadRequest {
+			t.Errorf("GET %s: %d %s; want 400", bad, res.Status, res.Body)
+		}
+	}
+	// Where reads are public, deleted users are shown only to a caller with a credential.
+	for _, anonymous := range []string{path + "?showDeleted=true", "/users?showDeleted=true"} {
+		if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: anonymous}); res.Status != http.StatusUnauthorized {
+			t.Errorf("GET %s without a key: %d %s; want 401", anonymous, res.Status, res.Body)
+		}
 	}
 	// A new user cannot take the deleted user's login name: the deleted user may come back.
 	if res := do("POST", "/users", `{"name":"Ada 2","userName":"ADA"}`); res.Status != http.StatusConflict {
@@ -93,15 +101,20 @@ func TestSoftDeleteOverREST(t *testing.T) {
 		t.Errorf("POST on a user without a custom method: %d %s (Allow %q); want 405 as before", res.Status, res.Body, res.Header.Get("Allow"))
 	}
 
-	// Purge: at once, of a live user and of a deleted one.
+	// Purge: at once, of a live user and of a deleted one. A malformed purge is refused, never
+	// taken for a plain delete.
+	if res := do("DELETE", path+"?purge=tru%e", ""); res.Status != http.StatusBadRequest {
+		t.Errorf("DELETE ?purge=tru%%e: %d %s; want 400", res.Status, res.Body)
+	}
 	do("DELETE", path, "")
 	if res := do("DELETE", path+"?purge=true", ""); res.Status != http.StatusNoContent {
 		t.Fatalf("purge of a deleted user: %d %s", res.Status, res.Body)
 	}
-	for _, probe := range []string{path + "?showDeleted=true", "/users?showDeleted=true"} {
-		if res := do("GET", probe, ""); strings.Contains(string(res.Body), `"Ada"`) {
-			t.Errorf("GET %s after the purge: %d %s", probe, res.Status, res.Body)
-		}
+	if res := do("GET", path+"?showDeleted=true", ""); res.Status != http.StatusNotFound {
+		t.Errorf("GET showDeleted after the purge: %d %s; want 404", res.Status, res.Body)
+	}
+	if res := do("GET", "/users?showDeleted=true", ""); res.Status != http.StatusOK || strings.Contains(string(res.Body), `"Ada"`) {
+		t.Errorf("the list with deleted users after the purge: %d %s", res.Status, res.Body)
 	}
 	if res := do("POST", path+":undelete", ""); res.Status != http.StatusNotFound {
 		t.Errorf("undelete of a purged user: %d %s; want 404", res.Status, res.Body)
@@ -153,6 +166,10 @@ func TestSoftDeleteOverRPC(t *testing.T) {
 			}
 			if found := listsUser(t, c, user.GetId(), true); found {
 				t.Error("ListUsers with show_deleted shows a purged user")
+			}
+			anonymous := s.RPCClient(p, "")
+			if _, err := anonymous.ListUsers(ctx, &usersv1.ListUsersRequest{ShowDeleted: true}); connect.CodeOf(err) != connect.CodeUnauthenticated {
+				t.Errorf("ListUsers with show_deleted and no credential: %v; want unauthenticated", err)
 			}
 		})
 	}

@@ -17,6 +17,8 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/store"
+
+	"connectrpc.com/connect"
 )
 
 const (
@@ -104,6 +106,9 @@ func (s *Service) GetUser(ctx context.Context, req *usersv1.GetUserRequest) (*us
 	}
 	get := s.store.GetUser
 	if call := callOf(ctx); call != nil && call.ShowDeleted {
+		if err := mayShowDeleted(ctx); err != nil {
+			return nil, err
+		}
 		get = s.store.GetUserShowingDeleted
 	}
 	user, err := get(ctx, req.GetId())
@@ -131,6 +136,11 @@ func (s *Service) ListUsers(ctx context.Context, req *usersv1.ListUsersRequest) 
 	offset, limit, err := pageBounds(req.GetPage(), req.GetLimit(), req.GetPageToken())
 	if err != nil {
 		return nil, err
+	}
+	if req.GetShowDeleted() {
+		if err := mayShowDeleted(ctx); err != nil {
+			return nil, err
+		}
 	}
 	q := store.UserQuery{Role: req.GetRole(), NamePrefix: req.GetNamePrefix(), Sort: sort, Offset: offset, Limit: limit, ShowDeleted: req.GetShowDeleted()}
 	binding := usersBinding(q.Role, q.NamePrefix, q.ShowDeleted, sort, limit)
@@ -275,6 +285,16 @@ func (s *Service) DeleteUser(ctx context.Context, req *usersv1.DeleteUserRequest
 	}
 	s.answerToken(ctx)
 	return res, nil
+}
+
+// mayShowDeleted refuses to show deleted users to a caller without a credential. Users are often
+// deleted so that they are no longer seen: where reads are public, an anonymous reader sees the
+// live users only, and a deleted user only a caller that says who it is.
+func mayShowDeleted(ctx context.Context) error {
+	if _, ok := CallerOf(ctx); !ok {
+		return NewError(connect.CodeUnauthenticated, ReasonNone, "showing deleted users needs a credential: send an API key or a bearer token")
+	}
+	return nil
 }
 
 // UndeleteUser restores a deleted user that is not yet purged, and answers it.
