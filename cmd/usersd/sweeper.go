@@ -28,22 +28,22 @@ func sweepExpired(ctx context.Context, st store.Store, interval time.Duration, l
 			return
 		case <-ticker.C:
 		}
-		sweepInBatches(ctx, "expired idempotency records", st.DeleteExpiredRequests, logger)
-		sweepInBatches(ctx, "expired user changes", st.DeleteExpiredUserEvents, logger)
+		sweepInBatches(ctx, "expired idempotency records", sweepBatch, st.DeleteExpiredRequests, logger)
+		sweepInBatches(ctx, "expired user changes", sweepBatch, st.DeleteExpiredUserEvents, logger)
 	}
 }
 
-// sweepInBatches calls deleteBatch until a batch deletes less than a whole one.
-func sweepInBatches(ctx context.Context, what string, deleteBatch func(context.Context, int) (int, error), logger *slog.Logger) {
+// sweepInBatches calls deleteBatch with batch until a batch deletes less than a whole one.
+func sweepInBatches(ctx context.Context, what string, batch int, deleteBatch func(context.Context, int) (int, error), logger *slog.Logger) {
 	total := 0
 	for ctx.Err() == nil {
-		n, err := deleteBatch(ctx, sweepBatch)
+		n, err := deleteBatch(ctx, batch)
 		total += n
 		if err != nil {
 			logger.Warn("sweeping "+what+" failed; retrying at the next sweep", "error", err)
 			break
 		}
-		if n < sweepBatch {
+		if n < batch {
 			break
 		}
 	}
