@@ -5,6 +5,8 @@
 --   BENCH_BODY     request body, sent with Content-Type: application/json
 --   BENCH_IDS      how many user ids to cycle through (default 0: the path and body as they are)
 --   BENCH_ID_STEP  the distance between those ids (default 1: ids 1..BENCH_IDS; n: n, 2n, ... BENCH_IDS*n)
+--                  "{seq}" in BENCH_BODY (without BENCH_IDS) is replaced by a value no other request of
+--                  the server's life has: the thread, the second the thread started, and a counter
 --   BENCH_API_KEY  sent as x-api-key when set
 --   BENCH_STATUS   "1" counts answers by status class (2xx, 4xx, 5xx, other), at some cost to wrk
 -- When it is done it prints one line that bench/run reads:
@@ -27,7 +29,21 @@ local function with_id(text, id)
   return (text:gsub("{id}", tostring(id)))
 end
 
-if ids > 0 then
+-- Each thread's number, set by setup() before the thread starts.
+tid = tid or 0
+
+if ids == 0 and body and body:find("{seq}", 1, true) then
+  -- Unique values (a user name, an email) for every create, also across the warm-up and the
+  -- measured run, which are two wrk runs against one server.
+  local prefix, n = "", 0
+  function init(args)
+    prefix = string.format("%d-%d-", tid, os.time())
+  end
+  function request()
+    n = n + 1
+    return wrk.format(method, path, headers, (body:gsub("{seq}", prefix .. n)))
+  end
+elseif ids > 0 then
   -- Every request is formatted once, up front; request() only hands them out, so that wrk spends
   -- as little as it can per request.
   local requests, n = {}, 0
@@ -49,6 +65,7 @@ end
 local threads = {}
 function setup(thread)
   table.insert(threads, thread)
+  thread:set("tid", #threads)
 end
 
 if count_status then

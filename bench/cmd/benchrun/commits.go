@@ -8,7 +8,8 @@ var commitClients = []int{1, 4, 16, 64}
 // commitScenarios are POST /users with the API key at 1, 4, 16 and 64 connections on a fresh copy of
 // 1,000 users, on SQLite and PostgreSQL, with group commit (the default -write-batch) and without
 // it (-write-batch 1: every create commits alone, as before group commit), each compared with the
-// other. Ids: commit-c16 and commit-c16-alone, with -pg on PostgreSQL.
+// other. Ids: commit-c16 and commit-c16-alone, with -pg on PostgreSQL. At 16 and 64 connections,
+// identity-c16 and identity-c64 create users that fill the unique identity fields.
 func commitScenarios() []scenario {
 	var out []scenario
 	for _, b := range []backend{sqlite, postgres} {
@@ -35,6 +36,15 @@ func commitScenarios() []scenario {
 				scenario{id: batched, label: label + ", group commit", server: usersd, backend: b, users: thousand,
 					load: createLoad(conns), check: checkTotal("limit=1", wantOneOfAll), creates: true,
 					compares: []comparison{compare}})
+			if conns >= 16 {
+				// What the unique indexes of identity cost a create that fills them, against one
+				// that leaves them empty (their entries are only for values that are set).
+				out = append(out, scenario{id: fmt.Sprintf("identity-c%d%s", conns, suffix),
+					label:  label + ", group commit, each create with a unique user name, email and external id",
+					server: usersd, backend: b, users: thousand,
+					load: identityCreateLoad(conns), check: checkTotal("limit=1", wantOneOfAll), creates: true,
+					compares: []comparison{{against: batched, note: "no target: what the unique indexes cost, reported"}}})
+			}
 		}
 	}
 	return out

@@ -129,3 +129,11 @@ var roleQuery = fmt.Sprintf("role=%s&page=%d", url.QueryEscape(roleName), rolePa
 func createLoad(conns int) wrkLoad {
 	return wrkLoad{conns: conns, method: "POST", path: "/users", body: `{"name":"Bench User","role":"viewer"}`, key: true, countStatus: true}
 }
+
+// identityCreateLoad is createLoad with a user name, an email and an external id, each unique, so
+// that every create writes an entry into each of the unique indexes of identity.
+func identityCreateLoad(conns int) wrkLoad {
+	l := createLoad(conns)
+	l.body = `{"name":"Bench User","role":"viewer","userName":"bench-{seq}","email":"bench-{seq}@example.com","externalId":"ext-{seq}"}`
+	return l
+}
