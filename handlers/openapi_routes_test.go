@@ -23,7 +23,7 @@ func TestTheDocumentHasEveryRESTRoute(t *testing.T) {
 	pageFiles := map[string]bool{"/{$}": true}
 	fs.WalkDir(web.Public, ".", func(name string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
-			// What addStaticRoutes serves for a file: itself, a gzipped file without .gz, and for
+			// What static.Routes serves for a file: itself, a gzipped file without .gz, and for
 			// a folder's index.html the folder (with and without its slash).
 			pageFiles["/"+name] = true
 			pageFiles["/"+strings.TrimSuffix(name, ".gz")] = true

@@ -17,6 +17,7 @@ import (
 	"usersd/gen/users/v1/usersv1connect"
 	"usersd/handlers/codec"
 	"usersd/handlers/health"
+	"usersd/handlers/static"
 	"usersd/openapi"
 	"usersd/web"
 )
@@ -87,9 +88,13 @@ func addRoutes(routes *routeTable, d deps) error {
 
 	// The REST contract (/openapi.json) and the static files of the page at the root, each file
 	// its own route.
-	for _, files := range []fs.FS{openapi.FS, web.Public} {
-		if err := addStaticRoutes(routes, files); err != nil {
+	for _, folder := range []fs.FS{openapi.FS, web.Public} {
+		files, err := static.Routes(folder)
+		if err != nil {
 			return err
+		}
+		for _, file := range files {
+			routes.public(file.Pattern, file.Handler, "")
 		}
 	}
 	return routes.err

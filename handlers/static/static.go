@@ -1,5 +1,7 @@
-// Static files of the browser page, served at the URL root from the embedded web/public folder.
-package handlers
+// Package static serves the files of an embedded folder (the browser page, the OpenAPI document)
+// as the routes of their paths: one GET route for each file, with an entity tag of its content, a
+// gzipped file served as it is to clients that take gzip, and a folder's index.html at the folder.
+package static
 
 import (
 	"bytes"
@@ -16,12 +18,20 @@ import (
 	"time"
 )
 
-// addStaticRoutes registers one GET route for each file of fsys, and "/" for its index.html. Listing
-// every file as a route means the mux knows exactly which paths exist (404 elsewhere, 405 for other
-// methods), there are no directory listings, and no request path can reach outside fsys. Files and
-// folders whose names begin with a dot are not served.
-func addStaticRoutes(routes *routeTable, fsys fs.FS) error {
-	return fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+// Route is one route of a file: a ServeMux pattern ("GET /path") and what serves it.
+type Route struct {
+	Pattern string
+	Handler http.Handler
+}
+
+// Routes returns one GET route for each file of fsys, and one at a folder for its index.html.
+// Listing every file as a route means the mux knows exactly which paths exist (404 elsewhere, 405
+// for other methods), there are no directory listings, and no request path can reach outside
+// fsys. Files and folders whose names begin with a dot are not served.
+func Routes(fsys fs.FS) ([]Route, error) {
+	var routes []Route
+	add := func(pattern string, h http.Handler) { routes = append(routes, Route{pattern, h}) }
+	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -42,7 +52,7 @@ func addStaticRoutes(routes *routeTable, fsys fs.FS) error {
 			return err
 		}
 		if plain, ok := strings.CutSuffix(name, ".gz"); ok {
-			routes.public("GET /"+plain, servePrecompressed(plain, content), "")
+			add("GET /"+plain, servePrecompressed(plain, content))
 			return nil
 		}
 		// The files change only with the binary, so their tag is their content's digest. no-cache
@@ -60,16 +70,17 @@ func addStaticRoutes(routes *routeTable, fsys fs.FS) error {
 			w.Header().Set("Cache-Control", "no-cache")
 			http.ServeFileFS(w, r, fsys, name) // answers If-None-Match with 304, sets Content-Type
 		})
-		routes.public("GET /"+name, serve, "") // ServeFileFS redirects .../index.html to .../
+		add("GET /"+name, serve) // ServeFileFS redirects .../index.html to .../
 		if path.Base(name) == "index.html" {
 			folder := strings.TrimSuffix("/"+name, "index.html")
-			routes.public("GET "+folder+"{$}", serve, "")
+			add("GET "+folder+"{$}", serve)
 			if folder != "/" { // /docs is /docs/, as a folder's URL
-				routes.public("GET "+strings.TrimSuffix(folder, "/"), http.RedirectHandler(folder, http.StatusMovedPermanently), "")
+				add("GET "+strings.TrimSuffix(folder, "/"), http.RedirectHandler(folder, http.StatusMovedPermanently))
 			}
 		}
 		return nil
 	})
+	return routes, err
 }
 
 // servePrecompressed serves a file kept gzipped (name.gz) at name: as it is, with Content-Encoding
@@ -91,7 +102,7 @@ func servePrecompressed(name string, compressed []byte) http.Handler {
 		return io.ReadAll(zr)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Del("Range") // the whole file, as for the others (see addStaticRoutes)
+		r.Header.Del("Range") // the whole file, as for the others (see Routes)
 		h := w.Header()
 		h.Set("Content-Type", contentType())
 		h.Set("Cache-Control", "no-cache")
