@@ -38,6 +38,7 @@ func main() {
 	db := flag.String("db", "", "PostgreSQL database of the previous release's schema (it is migrated)")
 	writers := flag.Int("writers", 8, "concurrent clients creating users on the old replica")
 	settle := flag.Duration("settle", 5*time.Second, "creates before the new replica starts, and after it serves")
+	identity := flag.Bool("identity", true, "give each create a unique user name (false for a release before the identity fields)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("migratepause: ")
@@ -57,7 +58,7 @@ func main() {
 	}
 	defer old.Stop(syscall.SIGTERM)
 
-	load := &writes{url: "http://" + old.Addr + "/users"}
+	load := &writes{url: "http://" + old.Addr + "/users", identity: *identity}
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for w := range *writers {
@@ -137,6 +138,7 @@ func listening(logPath string) bool {
 // writes creates users in a loop and keeps when each create was sent and answered.
 type writes struct {
 	url      string
+	identity bool
 	mu       sync.Mutex
 	answered []span // of every 201
 	failures map[string]int
@@ -147,7 +149,10 @@ type span struct{ sent, answered time.Time }
 func (l *writes) run(ctx context.Context, writer int) {
 	client := &http.Client{Timeout: time.Minute}
 	for n := 0; ctx.Err() == nil; n++ {
-		body := fmt.Sprintf(`{"name":"migration writer %d create %d","userName":"mw-%d-%d-%d"}`, writer, n, writer, n, time.Now().UnixNano())
+		body := fmt.Sprintf(`{"name":"migration writer %d create %d"}`, writer, n)
+		if l.identity {
+			body = fmt.Sprintf(`{"name":"migration writer %d create %d","userName":"mw-%d-%d-%d"}`, writer, n, writer, n, time.Now().UnixNano())
+		}
 		req, _ := http.NewRequest("POST", l.url, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("x-api-key", apiKey)
