@@ -187,6 +187,9 @@ type UserQuery struct {
 	// ShowDeleted includes the deleted users that are not yet purged, in the page and in the total;
 	// without it they are left out of both, as if they did not exist.
 	ShowDeleted bool
+	// Filter, when set, keeps the users it holds for, in the page and in the total, beside Role and
+	// NamePrefix (see filter.go).
+	Filter *Filter
 }
 
 // UserCursor is a position in a sorted list of users: the sort attributes of the user it follows.

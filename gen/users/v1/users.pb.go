@@ -491,7 +491,14 @@ type ListUsersRequest struct {
 	NamePrefix string `protobuf:"bytes,6,opt,name=name_prefix,json=namePrefix,proto3" json:"name_prefix,omitempty"`
 	// Optional: list deleted users too (with delete_time and purge_time set), and count them in
 	// total_count.
-	ShowDeleted   bool `protobuf:"varint,7,opt,name=show_deleted,json=showDeleted,proto3" json:"show_deleted,omitempty"`
+	ShowDeleted bool `protobuf:"varint,7,opt,name=show_deleted,json=showDeleted,proto3" json:"show_deleted,omitempty"`
+	// Optional: keep the users this Google AIP-160 filter holds for, in the page and in total_count,
+	// beside role and name_prefix. Comparisons (=, !=, <, <=, >, >=) of id, name, role, user_name,
+	// email, external_id, active, created_at, updated_at or labels.KEY with a literal, ":" (has) on
+	// labels, AND, OR (binding tighter than AND), NOT or "-", and parentheses. A string ending in "*"
+	// compared with "=" is a prefix; user_name and email compare ignoring case. At most 2,000 bytes,
+	// 32 comparisons and 8 levels of nesting.
+	Filter        string `protobuf:"bytes,8,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -573,6 +580,13 @@ func (x *ListUsersRequest) GetShowDeleted() bool {
 		return x.ShowDeleted
 	}
 	return false
+}
+
+func (x *ListUsersRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
 }
 
 // ListUsersResponse is one page of users.
@@ -1581,7 +1595,7 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\x05title\x18\x03 \x01(\tR\x05title\x12\x12\n" +
 	"\x04body\x18\x04 \x01(\tR\x04body\x129\n" +
 	"\n" +
-	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xc7\x01\n" +
+	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xdf\x01\n" +
 	"\x10ListUsersRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x12\n" +
 	"\x04sort\x18\x02 \x01(\tR\x04sort\x12\x12\n" +
@@ -1591,7 +1605,8 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\x12\x1f\n" +
 	"\vname_prefix\x18\x06 \x01(\tR\n" +
 	"namePrefix\x12!\n" +
-	"\fshow_deleted\x18\a \x01(\bR\vshowDeleted\"\x82\x01\n" +
+	"\fshow_deleted\x18\a \x01(\bR\vshowDeleted\x12\x16\n" +
+	"\x06filter\x18\b \x01(\tR\x06filter\"\x82\x01\n" +
 	"\x11ListUsersResponse\x12$\n" +
 	"\x05users\x18\x01 \x03(\v2\x0e.users.v1.UserR\x05users\x12\x1f\n" +
 	"\vtotal_count\x18\x02 \x01(\x05R\n" +
