@@ -394,7 +394,8 @@ func TestTheBrowserPageManagesUsers(t *testing.T) {
 	step("delete a user", func(t *testing.T) {
 		p := browserPage{t: t, ctx: ctx}
 		p.do("delete", chromedp.Click(chromedp.ID("delete-user")))
-		p.waitFor("the delete", `document.getElementById("status").textContent === "Deleted Margaret."`)
+		// The server keeps deleted users (the default -deleted-retention): the page says until when.
+		p.waitFor("the delete", `document.getElementById("status").textContent.startsWith("Deleted Margaret; \"Deleted users too\" lists them, to undelete until ")`)
 		_, err := rpc.GetUser(t.Context(), &usersv1.GetUserRequest{Id: created.GetId()})
 		if connect.CodeOf(err) != connect.CodeNotFound {
 			t.Fatalf("after the delete GetUser says %v", err)
