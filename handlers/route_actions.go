@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"connectrpc.com/connect"
 )
 
 // customMethod splits a pattern whose last segment is "{name}:verb" into the pattern ServeMux
@@ -28,20 +30,25 @@ func customMethod(pattern string) (muxPattern, wildcard, verb string, ok bool) {
 	return pattern[:slash+1] + "{" + name + "}", name, verb, true
 }
 
+// customMethodRoute is a custom method as the table serves it: the method it takes, the wildcard
+// its verb follows, and the verb.
+type customMethodRoute struct{ method, wildcard, verb string }
+
 // addCustomMethod serves served, the route's handler with its credential check, for the requests
 // at muxPattern whose wildcard ends in ":verb", with the wildcard's value the part before it. The
 // verb is checked first, so that a request without it is answered as a miss (405, with the
 // pattern's other methods) whatever its credentials. The pattern is served by serving only: known
 // must go on telling answerMiss that the method without the verb is not allowed.
 func (t *routeTable) addCustomMethod(r route, muxPattern, wildcard, verb string, served http.Handler) {
+	method, path, _ := strings.Cut(muxPattern, " ")
 	if t.customMethods == nil {
-		t.customMethods = map[string]bool{}
+		t.customMethods = map[string]customMethodRoute{}
 	}
-	if t.customMethods[muxPattern] {
-		t.err = fmt.Errorf("route %q: a second custom method at %q is not supported", r.pattern, muxPattern)
+	if _, taken := t.customMethods[path]; taken {
+		t.err = fmt.Errorf("route %q: a second custom method at %q is not supported", r.pattern, path)
 		return
 	}
-	t.customMethods[muxPattern] = true
+	t.customMethods[path] = customMethodRoute{method: method, wildcard: wildcard, verb: verb}
 	miss := answerMiss(t.known, t.errs)
 	t.serving.Handle(muxPattern, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		value, found := strings.CutSuffix(req.PathValue(wildcard), ":"+verb)
@@ -53,4 +60,19 @@ func (t *routeTable) addCustomMethod(r route, muxPattern, wildcard, verb string,
 		served.ServeHTTP(w, req)
 	}))
 	t.routes = append(t.routes, r)
+}
+
+// refusedCustomMethod answers 405 to a request that a route at path matched only because its
+// wildcard took a custom method's verb along ("GET /users/7:undelete" matched by "GET
+// /users/{id}"): the URL names the custom method, which takes another method. It reports whether
+// it answered. The table is complete before any request, so reading customMethods needs no lock.
+func (t *routeTable) refusedCustomMethod(w http.ResponseWriter, r *http.Request, path string) bool {
+	c, ok := t.customMethods[path]
+	if !ok || !strings.HasSuffix(r.PathValue(c.wildcard), ":"+c.verb) {
+		return false
+	}
+	w.Header().Set("Allow", c.method)
+	t.errs.write(w, r, newHTTPError(http.StatusMethodNotAllowed, connect.CodeUnimplemented, reasonMethodNotAllowed,
+		"method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, c.method))
+	return true
 }

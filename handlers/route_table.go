@@ -70,8 +70,8 @@ type routeTable struct {
 	rpcPaths []string
 	// clientStreams are the paths of the RPC methods whose client sends a stream of messages.
 	clientStreams map[string]bool
-	// customMethods are the mux patterns that serve a custom method (see addCustomMethod).
-	customMethods map[string]bool
+	// customMethods are the custom methods by the path they are served at (see addCustomMethod).
+	customMethods map[string]customMethodRoute
 	routes        []route
 	err           error // every refused registration; New fails with it
 }
@@ -179,9 +179,13 @@ func (t *routeTable) add(r route, h http.Handler) {
 		// Outside the stream's wrappers: a refused watch takes no watch slot.
 		h = t.auth.require(r.scope, r.access == accessPublic, h)
 	}
+	_, path, _ := strings.Cut(r.pattern, " ")
 	served := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if info := infoOf(req.Context()); info != nil {
 			info.route = stats
+		}
+		if t.refusedCustomMethod(w, req, path) {
+			return
 		}
 		h.ServeHTTP(w, req)
 	})

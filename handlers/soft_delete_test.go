@@ -97,6 +97,11 @@ func TestSoftDeleteOverREST(t *testing.T) {
 	if res := do("POST", path+":restore", ""); res.Status != http.StatusMethodNotAllowed && res.Status != http.StatusNotFound {
 		t.Errorf("an unknown custom method: %d %s", res.Status, res.Body)
 	}
+	for _, method := range []string{"GET", "PUT", "PATCH", "DELETE"} {
+		if res := do(method, path+":undelete", ""); res.Status != http.StatusMethodNotAllowed || res.Header.Get("Allow") != "POST" {
+			t.Errorf("%s on the undelete method: %d %s (Allow %q); want 405, Allow: POST", method, res.Status, res.Body, res.Header.Get("Allow"))
+		}
+	}
 	if res := do("POST", path, ""); res.Status != http.StatusMethodNotAllowed || !strings.Contains(res.Header.Get("Allow"), "DELETE") {
 		t.Errorf("POST on a user without a custom method: %d %s (Allow %q); want 405 as before", res.Status, res.Body, res.Header.Get("Allow"))
 	}

@@ -185,11 +185,21 @@ func isRPCPath(path string) bool {
 // findRoute returns the operation of the document that r asks for, or nil.
 func (c *contractChecker) findRoute(r *http.Request) (*routers.Route, map[string]string) {
 	route, params, err := c.router.FindRoute(r)
-	// The router also lets a path parameter match nothing (PUT /users as /users/{id}).
+	// The router also lets a path parameter match nothing (PUT /users as /users/{id}), and a
+	// parameter take a custom method's verb along (GET /users/7:undelete as /users/{id}): neither
+	// is the operation the URL names.
 	if err != nil || strings.Count(route.Path, "/") != strings.Count(r.URL.Path, "/") {
 		return nil, nil
 	}
+	if lastSegment(r.URL.Path, ":") && !lastSegment(route.Path, "}:") {
+		return nil, nil
+	}
 	return route, params
+}
+
+// lastSegment reports whether the last segment of path holds sep.
+func lastSegment(path, sep string) bool {
+	return strings.Contains(path[strings.LastIndexByte(path, '/')+1:], sep)
 }
 
 // checkedBody keeps what is read of an answer and hands it to done at the end, once.
