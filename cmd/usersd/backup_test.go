@@ -49,7 +49,16 @@ func TestABackupUnderWritesRestoresEveryAcknowledgedUser(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(time.Second)
+	// The backup starts once the writes are well under way: after 100 acknowledged creates, however
+	// long a busy machine takes to make them (a fixed second gave 82 beside other work).
+	acknowledged := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acks)
+	}
+	for deadline := time.Now().Add(time.Minute); acknowledged() < 100 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	backup := filepath.Join(dir, "backup.db")
 	began := time.Now()
 	stdout, stderr, code := runBinary(t, nil, "backup", "-db", dbPath, backup)
