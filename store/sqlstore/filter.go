@@ -24,7 +24,7 @@ import (
 )
 
 // filterCondition returns the condition of f, each value added to a.
-func filterCondition(f *store.Filter, a *args) (string, error) {
+func (d *dialect) filterCondition(f *store.Filter, a *args) (string, error) {
 	switch f.Op {
 	case store.FilterAnd, store.FilterOr:
 		if len(f.Args) < 2 {
@@ -32,7 +32,7 @@ func filterCondition(f *store.Filter, a *args) (string, error) {
 		}
 		parts := make([]string, len(f.Args))
 		for i := range f.Args {
-			c, err := filterCondition(&f.Args[i], a)
+			c, err := d.filterCondition(&f.Args[i], a)
 			if err != nil {
 				return "", err
 			}
@@ -48,7 +48,7 @@ func filterCondition(f *store.Filter, a *args) (string, error) {
 		}
 		// Every column a filter reads is NOT NULL and every subquery answers TRUE or FALSE, so NOT
 		// is the complement: no NULL makes a row match neither a condition nor its negation.
-		c, err := filterCondition(&f.Args[0], a)
+		c, err := d.filterCondition(&f.Args[0], a)
 		if err != nil {
 			return "", err
 		}
@@ -56,7 +56,7 @@ func filterCondition(f *store.Filter, a *args) (string, error) {
 	case store.FilterHasLabel:
 		return labelUsers("key = " + a.add(f.Key)), nil
 	case store.FilterCompare:
-		return compareCondition(f, a)
+		return d.compareCondition(f, a)
 	}
 	return "", fmt.Errorf("filter: unknown node %d", f.Op)
 }
@@ -81,7 +81,7 @@ var comparisonOperators = map[store.Comparison]string{
 
 // stringColumns are the columns of the string fields, and whether each is compared by its key
 // (store.NameKey: ignoring case). The identity columns hold "" for none, and their unique indexes,
-// which the filter reads, are partial: WHERE column <> ''.
+// which the filter reads, are partial: WHERE column <> ”.
 var stringColumns = map[store.FilterField]struct {
 	column  string
 	key     bool
@@ -94,7 +94,7 @@ var stringColumns = map[store.FilterField]struct {
 	store.FieldExternalID: {column: "external_id", partial: true},
 }
 
-func compareCondition(f *store.Filter, a *args) (string, error) {
+func (d *dialect) compareCondition(f *store.Filter, a *args) (string, error) {
 	op, ok := comparisonOperators[f.Cmp]
 	if !ok {
 		return "", fmt.Errorf("filter: unknown comparison %d", f.Cmp)
@@ -118,11 +118,11 @@ func compareCondition(f *store.Filter, a *args) (string, error) {
 	}
 	switch f.Field {
 	case store.FieldID:
-		return compareID(f.Cmp, v.Int, a), nil
+		return d.compareID(f.Cmp, v.Int, a), nil
 	case store.FieldCreatedAt:
-		return compareMicros("created_at", f.Cmp, v.Time, a), nil
+		return d.compareMicros("created_at", f.Cmp, v.Time, a, true), nil
 	case store.FieldUpdatedAt:
-		return compareMicros("updated_at", f.Cmp, v.Time, a), nil
+		return d.compareMicros("updated_at", f.Cmp, v.Time, a, false), nil
 	case store.FieldActive:
 		if f.Cmp != store.CompareEqual && f.Cmp != store.CompareNotEqual {
 			return "", fmt.Errorf("filter: active compares only with = and !=")
@@ -149,9 +149,9 @@ func compareCondition(f *store.Filter, a *args) (string, error) {
 		} else {
 			from, to = prefixRange(v.String)
 		}
-		condition := c.column + " >= " + a.add(from)
+		condition := d.selective(c.column + " >= " + a.add(from))
 		if to != "" {
-			condition += " AND " + c.column + " < " + a.add(to)
+			condition += " AND " + d.selective(c.column+" < "+a.add(to))
 		}
 		return condition + nonEmpty(c.partial && from != "", c.column), nil
 	}
@@ -160,7 +160,7 @@ func compareCondition(f *store.Filter, a *args) (string, error) {
 	// it from the value, but only in a plan made for that value).
 	excludesEmpty := f.Cmp == store.CompareGreater ||
 		(value != "" && (f.Cmp == store.CompareEqual || f.Cmp == store.CompareGreaterOrEqual))
-	return c.column + op + a.add(value) + nonEmpty(c.partial && excludesEmpty, c.column), nil
+	return d.rangeOf(f.Cmp, c.column+op+a.add(value)) + nonEmpty(c.partial && excludesEmpty, c.column), nil
 }
 
 // nonEmpty is the condition of a partial identity index (see stringColumns), when add is set.
@@ -174,7 +174,7 @@ func nonEmpty(add bool, column string) string {
 // compareID compares the id column, an int32, with an int64: a value that no id can reach makes
 // the comparison constant rather than an argument that PostgreSQL refuses as out of the column's
 // range.
-func compareID(cmp store.Comparison, v int64, a *args) string {
+func (d *dialect) compareID(cmp store.Comparison, v int64, a *args) string {
 	if v > math.MaxInt32 || v < math.MinInt32 {
 		above := v > math.MaxInt32 // every id is below v
 		holds := map[store.Comparison]bool{
@@ -184,13 +184,13 @@ func compareID(cmp store.Comparison, v int64, a *args) string {
 		}[cmp]
 		return truth(holds)
 	}
-	return "id" + comparisonOperators[cmp] + a.add(int32(v))
+	return d.rangeOf(cmp, "id"+comparisonOperators[cmp]+a.add(int32(v)))
 }
 
 // compareMicros compares a column of Unix microseconds with t, which may fall between two
 // microseconds: then no stored time equals it, and the bounds round to the microseconds that
 // keep exactly the stored times on the right side of t.
-func compareMicros(column string, cmp store.Comparison, t time.Time, a *args) string {
+func (d *dialect) compareMicros(column string, cmp store.Comparison, t time.Time, a *args, indexed bool) string {
 	floor := t.UnixMicro() // rounds down, before 1970 too
 	if t.Nanosecond()%int(time.Microsecond) != 0 {
 		switch cmp {
@@ -204,7 +204,30 @@ func compareMicros(column string, cmp store.Comparison, t time.Time, a *args) st
 			cmp = store.CompareGreater // at or above t: above its microsecond
 		}
 	}
-	return column + comparisonOperators[cmp] + a.add(floor)
+	condition := column + comparisonOperators[cmp] + a.add(floor)
+	if !indexed {
+		return condition
+	}
+	return d.rangeOf(cmp, condition)
+}
+
+// rangeOf is condition, a comparison by cmp on an indexed column, as the dialect marks a range
+// that a filter reads (see selective).
+func (d *dialect) rangeOf(cmp store.Comparison, condition string) string {
+	if cmp == store.CompareEqual || cmp == store.CompareNotEqual {
+		return condition
+	}
+	return d.selective(condition)
+}
+
+// selective marks condition, one bound of a range on an indexed column, for the dialect's planner
+// as one that holds for few rows (dialect.selectiveRange), so that it reads the range rather than
+// walk the sort order and test every row.
+func (d *dialect) selective(condition string) string {
+	if d.selectiveRange == "" {
+		return condition
+	}
+	return fmt.Sprintf(d.selectiveRange, condition)
 }
 
 // truth is a condition that always or never holds, in SQL that both backends take.

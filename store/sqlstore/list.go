@@ -99,7 +99,7 @@ func (d *dialect) from(q store.UserQuery) string {
 // and of the users' state (deleted users only with ShowDeleted), and their arguments. The state
 // needs no index of its own: the sort indexes give the order and skip the deleted users, few at any
 // time (only those within their retention), as they go; the name search's index holds delete_time.
-func userFilter(q store.UserQuery) ([]string, args, error) {
+func (d *dialect) userFilter(q store.UserQuery) ([]string, args, error) {
 	var conditions []string
 	var a args
 	if !q.ShowDeleted {
@@ -116,7 +116,7 @@ func userFilter(q store.UserQuery) ([]string, args, error) {
 		}
 	}
 	if q.Filter != nil {
-		condition, err := filterCondition(q.Filter, &a)
+		condition, err := d.filterCondition(q.Filter, &a)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -155,7 +155,7 @@ func (d *dialect) countStatement(q store.UserQuery) (statement, error) {
 		query, args := d.countUsers(q.Role, q.ShowDeleted)
 		return statement{query, args}, nil
 	}
-	conditions, a, err := userFilter(q)
+	conditions, a, err := d.userFilter(q)
 	if err != nil {
 		return statement{}, err
 	}
@@ -177,7 +177,7 @@ func (d *dialect) pageReads(q store.UserQuery) ([]rangeRead, error) {
 		return nil, err
 	}
 	if q.After == nil {
-		conditions, a, err := userFilter(q)
+		conditions, a, err := d.userFilter(q)
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +186,7 @@ func (d *dialect) pageReads(q store.UserQuery) ([]rangeRead, error) {
 	}
 	reads := make([]rangeRead, 0, len(terms))
 	for k := len(terms) - 1; k >= 0; k-- {
-		conditions, a, err := userFilter(q)
+		conditions, a, err := d.userFilter(q)
 		if err != nil {
 			return nil, err
 		}
