@@ -42,6 +42,10 @@ type dialect struct {
 	// nameSearchHint follows "FROM users" in a statement with a name search: what the dialect needs
 	// to read the range of name keys rather than another index (see dialect.from).
 	nameSearchHint string
+	// selectiveRange, when set, is the format (one %s) that marks a bound of a filter's range on
+	// an indexed column as one that holds for few rows, for a planner that has no statistics to
+	// tell (see filter.go).
+	selectiveRange string
 	// purgeLock, when set, is the query that takes the lock of PurgeExpired for the rest of the
 	// transaction if it is free, given its key, and answers whether it took it: where processes
 	// share the database, one purges at a time. SQLite has one writer anyway.

@@ -95,11 +95,11 @@ func (d *dialect) from(q store.UserQuery) string {
 	return ` FROM users`
 }
 
-// userFilter returns the WHERE conditions of q's role filter and name search, and of the users'
-// state (deleted users only with ShowDeleted), and their arguments. The state needs no index of its
-// own: the sort indexes give the order and skip the deleted users, few at any time (only those
-// within their retention), as they go; the name search's index holds delete_time.
-func userFilter(q store.UserQuery) ([]string, args) {
+// userFilter returns the WHERE conditions of q's role filter, name search and filter (filter.go),
+// and of the users' state (deleted users only with ShowDeleted), and their arguments. The state
+// needs no index of its own: the sort indexes give the order and skip the deleted users, few at any
+// time (only those within their retention), as they go; the name search's index holds delete_time.
+func (d *dialect) userFilter(q store.UserQuery) ([]string, args, error) {
 	var conditions []string
 	var a args
 	if !q.ShowDeleted {
@@ -115,7 +115,14 @@ func userFilter(q store.UserQuery) ([]string, args) {
 			conditions = append(conditions, "name_key < "+a.add(to))
 		}
 	}
-	return conditions, a
+	if q.Filter != nil {
+		condition, err := d.filterCondition(q.Filter, &a)
+		if err != nil {
+			return nil, nil, err
+		}
+		conditions = append(conditions, "("+condition+")")
+	}
+	return conditions, a, nil
 }
 
 // statement is one SQL statement and its arguments.
@@ -140,15 +147,19 @@ func (r rangeRead) limited(limit int) statement {
 	return statement{query, a}
 }
 
-// countStatement counts the users that q selects. Without a name search, the dialect reads a kept
-// count; with one, the index of name keys counts the matches (so a search costs what it matches).
-func (d *dialect) countStatement(q store.UserQuery) statement {
-	if q.NamePrefix == "" {
+// countStatement counts the users that q selects. Without a name search or a filter, the dialect
+// reads a kept count; with one, the statement counts the matches with the page's own conditions,
+// from the index that serves them (so a search costs what it matches; for a filter, see filter.go).
+func (d *dialect) countStatement(q store.UserQuery) (statement, error) {
+	if q.NamePrefix == "" && q.Filter == nil {
 		query, args := d.countUsers(q.Role, q.ShowDeleted)
-		return statement{query, args}
+		return statement{query, args}, nil
 	}
-	conditions, a := userFilter(q)
-	return statement{`SELECT COUNT(*)` + d.from(q) + where(conditions), a}
+	conditions, a, err := d.userFilter(q)
+	if err != nil {
+		return statement{}, err
+	}
+	return statement{`SELECT COUNT(*)` + d.from(q) + where(conditions), a}, nil
 }
 
 // pageReads returns the reads of q's page, to be run in order until enough rows have come back:
@@ -166,13 +177,19 @@ func (d *dialect) pageReads(q store.UserQuery) ([]rangeRead, error) {
 		return nil, err
 	}
 	if q.After == nil {
-		conditions, a := userFilter(q)
+		conditions, a, err := d.userFilter(q)
+		if err != nil {
+			return nil, err
+		}
 		query := `SELECT ` + userColumns + d.from(q) + where(conditions) + ` ORDER BY ` + orderBy(terms)
 		return []rangeRead{{statement{query, a}, q.Offset}}, nil
 	}
 	reads := make([]rangeRead, 0, len(terms))
 	for k := len(terms) - 1; k >= 0; k-- {
-		conditions, a := userFilter(q)
+		conditions, a, err := d.userFilter(q)
+		if err != nil {
+			return nil, err
+		}
 		for _, equal := range terms[:k] {
 			conditions = append(conditions, equal.column+" = "+a.add(cursorValue(q.After, equal.column)))
 		}

@@ -25,6 +25,9 @@ type migration struct {
 	sql     string
 	// then is what SQL cannot do, run after sql in the same transaction; nil for most migrations.
 	then func(ctx context.Context, tx *sql.Tx) error
+	// thenOutside is then for a migration that runs outside a transaction: it gets the migration's
+	// connection, and runs its own short transactions, after the file's statements.
+	thenOutside func(ctx context.Context, conn *sql.Conn) error
 	// outsideTransaction marks a file whose first line is noTransactionMarker: its statements run
 	// one by one outside any transaction (see applyOutsideTransaction).
 	outsideTransaction bool
@@ -38,6 +41,11 @@ const noTransactionMarker = "-- usersd:no-transaction"
 // step serves each backend's file of that name.
 var goSteps = map[string]func(ctx context.Context, tx *sql.Tx) error{
 	"name_key.sql": fillNameKeys,
+}
+
+// outsideSteps are goSteps for the migrations that run outside a transaction.
+var outsideSteps = map[string]func(ctx context.Context, conn *sql.Conn) error{
+	"filters_indexes.sql": backfillLabels,
 }
 
 // migrations lists the dialect's migration files in the order they apply.
@@ -63,7 +71,9 @@ func (d *dialect) migrations() ([]migration, error) {
 			if m.then != nil {
 				return nil, fmt.Errorf("migration %s runs outside a transaction, so it cannot have a Go step", e.Name())
 			}
-			m.outsideTransaction = true
+			m.outsideTransaction, m.thenOutside = true, outsideSteps[description]
+		} else if outsideSteps[description] != nil {
+			return nil, fmt.Errorf("migration %s runs in a transaction, so it cannot have a Go step of its own transactions", e.Name())
 		}
 		ms = append(ms, m)
 	}
@@ -230,6 +240,11 @@ func (s *Store) applyOutsideTransaction(ctx context.Context, conn *sql.Conn, m m
 			return fmt.Errorf("%q: %w", statement, err)
 		}
 	}
+	if m.thenOutside != nil {
+		if err := m.thenOutside(ctx, conn); err != nil {
+			return err
+		}
+	}
 	_, err = conn.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
 		m.version, m.name, micros(s.now()))
 	return err
@@ -257,4 +272,35 @@ func migrationStatements(text string) []string {
 		statements = append(statements, rest)
 	}
 	return statements
+}
+
+// backfillBatch is how many users one statement of backfillLabels copies the labels of.
+const backfillBatch = 1000
+
+// backfillLabels copies the labels of the users there were before the label triggers (postgres
+// 0019) into user_labels: in batches of users by id, one statement each, committed on its own, so
+// that it locks only the batch's rows, for as long as one statement. Each batch locks its rows
+// before it reads them: a write of a user's labels that is under way ends first, and the batch then
+// reads what it wrote, whose rows the trigger already made (ON CONFLICT leaves them); a write that
+// comes after waits, and its trigger replaces the batch's rows. Run again, it copies nothing twice.
+func backfillLabels(ctx context.Context, conn *sql.Conn) error {
+	for after := int64(0); ; {
+		var last sql.NullInt64
+		err := conn.QueryRowContext(ctx, `
+			WITH batch AS (
+				SELECT id, labels FROM users WHERE id > $1 ORDER BY id LIMIT $2 FOR NO KEY UPDATE
+			), copied AS (
+				INSERT INTO user_labels (user_id, key, value)
+				SELECT b.id, j.key, j.value FROM batch AS b, jsonb_each_text(b.labels::jsonb) AS j WHERE b.labels <> '{}'
+				ON CONFLICT (user_id, key) DO NOTHING
+			)
+			SELECT MAX(id) FROM batch`, after, backfillBatch).Scan(&last)
+		if err != nil {
+			return fmt.Errorf("copy the labels of the users after %d: %w", after, err)
+		}
+		if !last.Valid {
+			return nil
+		}
+		after = last.Int64
+	}
 }

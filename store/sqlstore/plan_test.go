@@ -63,7 +63,11 @@ func planStatements(t *testing.T, s *Store, q store.UserQuery) []statement {
 	if err != nil {
 		t.Fatal(err)
 	}
-	statements := []statement{s.dialect.countStatement(q)}
+	count, err := s.dialect.countStatement(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	statements := []statement{count}
 	for _, r := range reads {
 		statements = append(statements, r.limited(q.Limit+1))
 	}

@@ -88,7 +88,10 @@ func (s *Store) ListUsers(ctx context.Context, q store.UserQuery) (_ store.Page[
 	if err != nil {
 		return store.Page[store.User]{}, err
 	}
-	count := s.dialect.countStatement(q)
+	count, err := s.dialect.countStatement(q)
+	if err != nil {
+		return store.Page[store.User]{}, err
+	}
 	var page store.Page[store.User]
 	err = s.inReadTx(ctx, func(tx *sql.Tx) error {
 		page.Items = page.Items[:0] // what a standby read before it failed is read again

@@ -147,12 +147,13 @@ func sortKeys(expr string) []store.SortKey {
 
 // ExpectedList is what q must list of users, computed here from the rules of docs/API.md#lists-at-scale (the model that
 // the conformance suite and the collection-query fuzzer hold the backends to): exact role,
-// case-insensitive name prefix, the sort keys in turn with names and roles compared byte-wise, and
+// case-insensitive name prefix, the filter (FilterHolds), the sort keys in turn with names and roles compared byte-wise, and
 // ties by id ascending.
 func ExpectedList(users []store.User, q store.UserQuery) []store.User {
 	var out []store.User
 	for _, u := range users {
-		if (q.Role == "" || u.Role == q.Role) && strings.HasPrefix(store.NameKey(u.Name), store.NameKey(q.NamePrefix)) {
+		if (q.Role == "" || u.Role == q.Role) && strings.HasPrefix(store.NameKey(u.Name), store.NameKey(q.NamePrefix)) &&
+			(q.Filter == nil || FilterHolds(*q.Filter, u)) {
 			out = append(out, u)
 		}
 	}

@@ -40,6 +40,13 @@ func Run(t *testing.T, open func(t *testing.T, now func() time.Time) store.Store
 		{"a cursor page is right after its cursor even when rows around it change", ignoreClock(testKeysetAfterWrites)},
 		{"posts page by cursor as by offset", ignoreClock(testPostsKeyset)},
 
+		{"a filter compares every field with every operator", testFilterFieldsAndOperators},
+		{"a filter matches prefixes, ignoring case where the field does", testFilterPrefixes},
+		{"filters nest with AND, OR and NOT", testFilterNesting},
+		{"a filter combines with the role, the name search, deleted users, sorts and cursors", testFilterWithTheRestOfTheQuery},
+		{"a filter's values are bound, never part of the statement", testFilterValuesAreBound},
+		{"a label filter follows every write of the labels", testFilterFollowsLabelChanges},
+
 		{"every identity field is stored as given and read back everywhere", ignoreClock(testIdentityRoundTrip)},
 		{"user names and emails are unique ignoring case, external ids exactly", ignoreClock(testIdentityUnique)},
 		{"of concurrent creates with one user name exactly one is stored", ignoreClock(testIdentityRace)},
