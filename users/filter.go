@@ -167,14 +167,14 @@ func (b *filterBuilder) condition(e *expr.Expr) (store.Filter, int, error) {
 	case filtering.FunctionFuzzyAnd:
 		// AIP-160 leaves the meaning of conditions side by side to the service; this one asks
 		// for AND or OR rather than guess.
-		return store.Filter{}, 0, b.errorf(args[len(args)-1], "write AND or OR between two conditions")
+		return store.Filter{}, 0, b.errorf(args[len(args)-1], "write AND or OR (in capitals) between two conditions")
 	case filtering.FunctionHas:
 		f, err := b.has(e, args)
 		return f, 1, err
 	}
 	cmp, ok := filterComparisons[call.GetFunction()]
 	if !ok || len(args) != 2 {
-		return store.Filter{}, 0, b.errorf(e, "unknown function %s (a filter compares fields with =, !=, <, <=, >, >= and :)", strconv.Quote(call.GetFunction()))
+		return store.Filter{}, 0, b.errorf(e, "unknown function %s (a filter compares fields with =, !=, <, <=, >, >= and :)", quoted(call.GetFunction()))
 	}
 	f, err := b.compare(e, cmp, args[0], args[1])
 	return f, 1, err
@@ -233,7 +233,7 @@ func (b *filterBuilder) has(e *expr.Expr, args []*expr.Expr) (store.Filter, erro
 
 func (b *filterBuilder) labelKey(e *expr.Expr, key string) error {
 	if !labelKey.MatchString(key) {
-		return b.errorf(e, "the label key %s must be 1 to 63 characters of a-z, 0-9, _, . and -, starting with a letter", strconv.Quote(key))
+		return b.errorf(e, "the label key %s must be 1 to 63 characters of a-z, 0-9, _, . and -, starting with a letter", quoted(key))
 	}
 	return nil
 }
@@ -256,7 +256,7 @@ func (b *filterBuilder) compare(e *expr.Expr, cmp store.Comparison, lhs, rhs *ex
 	} else if name == "labels" {
 		return store.Filter{}, b.errorf(lhs, "a label compares as labels.KEY = \"value\" (or labels:KEY tests that it is there)")
 	} else if f.Field, ok = filterFields[name]; !ok {
-		return store.Filter{}, b.errorf(lhs, "unknown field %s; filter by %s", strconv.Quote(name), filterFieldList)
+		return store.Filter{}, b.errorf(lhs, "unknown field %s; filter by %s", quoted(name), filterFieldList)
 	}
 	if (f.Field == store.FieldLabel || f.Field == store.FieldActive) && cmp != store.CompareEqual && cmp != store.CompareNotEqual {
 		return store.Filter{}, b.errorf(e, "%s compares only with = and !=", name)
@@ -281,6 +281,11 @@ func (b *filterBuilder) value(name string, field store.FilterField, cmp store.Co
 		if !ok {
 			return store.FilterValue{}, wrong("an integer")
 		}
+		// The parser reads integers as Go does, so 010 would be 8: refused rather than read
+		// otherwise than most people would.
+		if digits := strings.TrimPrefix(b.text[b.lead+int(b.positions[rhs.GetId()]):], "-"); len(digits) > 1 && digits[0] == '0' && '0' <= digits[1] && digits[1] <= '9' {
+			return store.FilterValue{}, b.errorf(rhs, "write the id without leading zeros")
+		}
 		if i.Int64Value < math.MinInt32 || i.Int64Value > math.MaxInt32 {
 			return store.FilterValue{}, b.errorf(rhs, "id %d is out of range: ids are 32-bit integers", i.Int64Value)
 		}
@@ -298,7 +303,7 @@ func (b *filterBuilder) value(name string, field store.FilterField, cmp store.Co
 		}
 		t, err := time.Parse(time.RFC3339Nano, s.StringValue)
 		if err != nil {
-			return store.FilterValue{}, b.errorf(rhs, "%s is not an RFC 3339 time, like \"2026-01-01T00:00:00Z\"", strconv.Quote(s.StringValue))
+			return store.FilterValue{}, b.errorf(rhs, "%s is not an RFC 3339 time, like \"2026-01-01T00:00:00Z\"", quoted(s.StringValue))
 		}
 		return store.FilterValue{Kind: store.ValueTime, Time: t.UTC()}, nil
 	}
@@ -310,16 +315,16 @@ func (b *filterBuilder) value(name string, field store.FilterField, cmp store.Co
 	// No stored value holds a control character, and a database may refuse to compare with one
 	// (PostgreSQL with a NUL): refused here, like the role parameter.
 	if !utf8.ValidString(s.StringValue) || strings.ContainsFunc(s.StringValue, unicode.IsControl) {
-		return store.FilterValue{}, b.errorf(rhs, "the string %s must be UTF-8 text without control characters", strconv.Quote(s.StringValue))
+		return store.FilterValue{}, b.errorf(rhs, "the string %s must be UTF-8 text without control characters", quoted(s.StringValue))
 	}
 	v := store.FilterValue{Kind: store.ValueString, String: s.StringValue}
 	if prefix, ok := strings.CutSuffix(s.StringValue, "*"); ok {
 		// "abc*" is a prefix, always: the contract has no escape for a final star.
 		if field == store.FieldLabel {
-			return store.FilterValue{}, b.errorf(rhs, "%s takes no prefix (%s ends in *): labels compare whole values", name, strconv.Quote(s.StringValue))
+			return store.FilterValue{}, b.errorf(rhs, "%s takes no prefix (%s ends in *): labels compare whole values", name, quoted(s.StringValue))
 		}
 		if cmp != store.CompareEqual {
-			return store.FilterValue{}, b.errorf(rhs, "the prefix %s compares only with =", strconv.Quote(s.StringValue))
+			return store.FilterValue{}, b.errorf(rhs, "the prefix %s compares only with =", quoted(s.StringValue))
 		}
 		v.String, v.Prefix = prefix, true
 	}
@@ -342,11 +347,11 @@ func dottedName(e *expr.Expr) (string, bool) {
 // describe says what e is, for an error: the offending text as the client wrote it, near enough.
 func describe(e *expr.Expr) string {
 	if name, ok := dottedName(e); ok {
-		return "the word " + strconv.Quote(name)
+		return "the word " + quoted(name)
 	}
 	switch k := e.GetConstExpr().GetConstantKind().(type) {
 	case *expr.Constant_StringValue:
-		return "the string " + strconv.Quote(k.StringValue)
+		return "the string " + quoted(k.StringValue)
 	case *expr.Constant_Int64Value:
 		return "the integer " + strconv.FormatInt(k.Int64Value, 10)
 	case *expr.Constant_DoubleValue:
@@ -394,14 +399,19 @@ func filterSyntaxError(text string, err error) error {
 	return InvalidField("filter", "filter, column %d (%s): not valid AIP-160: %s", column, near(text, offset), why)
 }
 
-// near quotes a little of text from offset, to show where a parse went wrong.
+// near quotes the text from offset, to show where a parse went wrong.
 func near(text string, offset int) string {
 	if offset >= len(text) {
 		return "at the end"
 	}
-	rest := []rune(text[offset:])
-	if len(rest) > 20 {
-		return "near " + strconv.Quote(string(rest[:20])+"...")
+	return "near " + quoted(text[offset:])
+}
+
+// quoted quotes s for an error, cut to 40 characters: enough to find it in the filter, and an
+// error stays short whatever the filter holds.
+func quoted(s string) string {
+	if r := []rune(s); len(r) > 40 {
+		return strconv.Quote(string(r[:40])) + "..."
 	}
-	return "near " + strconv.Quote(string(rest))
+	return strconv.Quote(s)
 }
