@@ -104,13 +104,15 @@ type filterBuilder struct {
 	comparisons int
 }
 
-// column is where the node e starts in the filter, in characters from 1.
-func (b *filterBuilder) column(e *expr.Expr) int {
-	return b.columnAt(b.lead + int(b.positions[e.GetId()]))
+// offset is where the node e starts in the filter, in bytes from 0.
+func (b *filterBuilder) offset(e *expr.Expr) int {
+	return min(max(b.lead+int(b.positions[e.GetId()]), 0), len(b.text))
 }
 
+// column is where the node e starts in the filter, in characters from 1.
+func (b *filterBuilder) column(e *expr.Expr) int { return b.columnAt(b.offset(e)) }
+
 func (b *filterBuilder) columnAt(offset int) int {
-	offset = min(max(offset, 0), len(b.text))
 	return utf8.RuneCountInString(b.text[:offset]) + 1
 }
 
@@ -128,7 +130,9 @@ func (b *filterBuilder) condition(e *expr.Expr) (store.Filter, int, error) {
 	args := call.GetArgs()
 	switch fn := call.GetFunction(); fn {
 	case filtering.FunctionAnd, filtering.FunctionOr:
-		if len(args) < 2 { // only the call syntax, AND(...), makes one without two arguments
+		// einride also parses AND, OR and NOT written as functions, AND((a = 1), (b = 2)): the
+		// same tree, so the same meaning, but the arguments are counted here.
+		if len(args) < 2 {
 			return store.Filter{}, 0, b.errorf(e, "%s takes two conditions", fn)
 		}
 		op := store.FilterAnd
@@ -283,7 +287,7 @@ func (b *filterBuilder) value(name string, field store.FilterField, cmp store.Co
 		}
 		// The parser reads integers as Go does, so 010 would be 8: refused rather than read
 		// otherwise than most people would.
-		if digits := strings.TrimPrefix(b.text[b.lead+int(b.positions[rhs.GetId()]):], "-"); len(digits) > 1 && digits[0] == '0' && '0' <= digits[1] && digits[1] <= '9' {
+		if digits := strings.TrimPrefix(b.text[b.offset(rhs):], "-"); len(digits) > 1 && digits[0] == '0' && '0' <= digits[1] && digits[1] <= '9' {
 			return store.FilterValue{}, b.errorf(rhs, "write the id without leading zeros")
 		}
 		if i.Int64Value < math.MinInt32 || i.Int64Value > math.MaxInt32 {
@@ -387,7 +391,7 @@ func filterSyntaxError(text string, err error) error {
 	}
 	lead := len(text) - len(strings.TrimLeftFunc(text, unicode.IsSpace))
 	b := filterBuilder{text: text}
-	offset := lead + int(at.Position().Offset)
+	offset := min(max(lead+int(at.Position().Offset), 0), len(text))
 	column := b.columnAt(offset)
 	why := at.Message()
 	switch {
