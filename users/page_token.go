@@ -39,8 +39,10 @@ func queryBinding(parts ...string) string {
 	return strconv.FormatUint(h.Sum64(), 36)
 }
 
-// usersBinding is the binding of a ListUsers query.
-func usersBinding(role, namePrefix string, showDeleted bool, sort []store.SortKey, limit int) string {
+// usersBinding is the binding of a ListUsers query. filter is the filter's text as the client sent
+// it: a token is refused with any other text, even one that means the same, rather than trusting
+// that two filters select the same users.
+func usersBinding(role, namePrefix, filter string, showDeleted bool, sort []store.SortKey, limit int) string {
 	parts := []string{"users", role, namePrefix, strconv.Itoa(limit)}
 	if showDeleted {
 		// Only when set, so that the tokens of lists without deleted users stay as they were.
@@ -48,6 +50,11 @@ func usersBinding(role, namePrefix string, showDeleted bool, sort []store.SortKe
 	}
 	for _, k := range sort {
 		parts = append(parts, string(k.Field), strconv.FormatBool(k.Descending))
+	}
+	if filter != "" {
+		// Only when set, for the same reason. Last, after the sort's pairs: no sort field is
+		// named "filter", so no list of parts without a filter ends the same way.
+		parts = append(parts, "filter", filter)
 	}
 	return queryBinding(parts...)
 }
@@ -70,7 +77,7 @@ func decodePageToken(text, binding string) (pageToken, error) {
 		return pageToken{}, errBadPageToken("is not a token this service made")
 	}
 	if t.Query != binding {
-		return pageToken{}, errBadPageToken("belongs to another query: role, sort, namePrefix and limit must stay as they were")
+		return pageToken{}, errBadPageToken("belongs to another query: role, sort, namePrefix, filter and limit must stay as they were")
 	}
 	if t.ID <= 0 {
 		return pageToken{}, errBadPageToken("is not a token this service made")

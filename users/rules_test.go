@@ -120,7 +120,7 @@ func TestSortExpressions(t *testing.T) {
 
 func TestAPageTokenIsBoundToItsQuery(t *testing.T) {
 	sort := []store.SortKey{{Field: store.SortByName}, {Field: store.SortByCreatedAt, Descending: true}}
-	binding := usersBinding("admin", "ad", false, sort, 20)
+	binding := usersBinding("admin", "ad", "", false, sort, 20)
 	u := store.User{ID: 7, Name: "Ada", Role: "admin"}
 	token := userPageToken(binding, sort, u)
 	c, err := userCursor(token, binding, sort)
@@ -128,11 +128,11 @@ func TestAPageTokenIsBoundToItsQuery(t *testing.T) {
 		t.Fatalf("the token's own query: %+v, %v", c, err)
 	}
 	for name, other := range map[string]string{
-		"another role":   usersBinding("guest", "ad", false, sort, 20),
-		"another prefix": usersBinding("admin", "a", false, sort, 20),
-		"another limit":  usersBinding("admin", "ad", false, sort, 21),
-		"deleted shown":  usersBinding("admin", "ad", true, sort, 20),
-		"another sort":   usersBinding("admin", "ad", false, sort[:1], 20),
+		"another role":   usersBinding("guest", "ad", "", false, sort, 20),
+		"another prefix": usersBinding("admin", "a", "", false, sort, 20),
+		"another limit":  usersBinding("admin", "ad", "", false, sort, 21),
+		"deleted shown":  usersBinding("admin", "ad", "", true, sort, 20),
+		"another sort":   usersBinding("admin", "ad", "", false, sort[:1], 20),
 		"the posts":      postsBinding(7, 20),
 	} {
 		_, err := userCursor(token, other, sort)
