@@ -14,7 +14,7 @@ import (
 
 func listUsersREST(service *users.Service, errs *errorWriter) http.Handler {
 	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
-		q, err := parseCollectionQuery(r, "role", "sort", "namePrefix", "page", "limit", "pagination", "cursor", "showDeleted")
+		q, err := parseCollectionQuery(r, "role", "sort", "namePrefix", "filter", "page", "limit", "pagination", "cursor", "showDeleted")
 		if err != nil {
 			return err
 		}
@@ -30,7 +30,7 @@ func listUsersREST(service *users.Service, errs *errorWriter) http.Handler {
 			return err
 		}
 		res, err := service.ListUsers(readContext(r), &usersv1.ListUsersRequest{
-			Role: q.text("role"), Sort: q.text("sort"), NamePrefix: q.text("namePrefix"),
+			Role: q.text("role"), Sort: q.text("sort"), NamePrefix: q.text("namePrefix"), Filter: q.text("filter"),
 			Page: p.page, Limit: p.limit, PageToken: p.cursor, ShowDeleted: showDeleted,
 		})
 		if err != nil {

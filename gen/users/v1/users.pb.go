@@ -482,7 +482,7 @@ type ListUsersRequest struct {
 	// Users per page; 0 means 20, and values above 100 are lowered to 100.
 	Limit int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	// The next_page_token of an earlier response, for the page after it. A token is bound to the
-	// query it came from (role, sort, name_prefix and limit): with another query it is
+	// query it came from (role, sort, name_prefix, filter, show_deleted and limit): with another query it is
 	// INVALID_ARGUMENT. Empty means the first page.
 	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Keeps the users whose name starts with this text, ignoring case (Unicode simple case folding);

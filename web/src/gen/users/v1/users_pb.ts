@@ -261,7 +261,7 @@ export type ListUsersRequest = Message<"users.v1.ListUsersRequest"> & {
 
   /**
    * The next_page_token of an earlier response, for the page after it. A token is bound to the
-   * query it came from (role, sort, name_prefix and limit): with another query it is
+   * query it came from (role, sort, name_prefix, filter, show_deleted and limit): with another query it is
    * INVALID_ARGUMENT. Empty means the first page.
    *
    * @generated from field: string page_token = 5;
