@@ -16,7 +16,8 @@ import (
 // Chromium: a user created with a user name, an email, a label and unchecked Active shows them in
 // the list and the form; an edit of the email and the removal of the label reach the service; and a
 // user name another user has is refused in words; the user deleted from its panel is listed with
-// "Deleted users too" and restored from its row.
+// "Deleted users too" and restored from its row; Find looks a user up by login name or email, and
+// Filter takes an AIP-160 filter, both kept in the URL.
 func TestTheBrowserPageEditsIdentities(t *testing.T) {
 	ctx := newBrowser(t)
 	s := startServer(t)
@@ -158,6 +159,32 @@ func TestTheBrowserPageEditsIdentities(t *testing.T) {
 		p.waitFor("the live row", fmt.Sprintf(`document.querySelector('#user-rows tr[data-user-id="%d"]:not(.deleted)') !== null`, id))
 		if u := get(t, id); u["deleteTime"] != nil || u["email"] != "amazing.grace@example.com" {
 			t.Fatalf("after the undelete the service holds %v", u)
+		}
+		p.do("hide deleted users", chromedp.Click(chromedp.ID("show-deleted")))
+	})
+
+	step("find a user by login name or email, and filter", func(t *testing.T) {
+		p := browserPage{t: t, ctx: ctx}
+		rowIDs := `[...document.querySelectorAll("#user-rows tr[data-user-id]")].map(r => Number(r.dataset.userId)).join(",")`
+		for _, find := range []string{"GRACE", "Amazing.Grace@Example.com"} {
+			p.fill(`#find`, find)
+			p.do("find", chromedp.Click(chromedp.CSS(`#filters button[type=submit]`)))
+			p.waitFor("the one user found", fmt.Sprintf(`%s === "%d"`, rowIDs, id))
+			if url := eval[string](p, `location.search`); !strings.Contains(url, "find=") {
+				t.Fatalf("the URL %q does not keep the search", url)
+			}
+		}
+		p.fill(`#find`, "")
+		p.fill(`#filter`, `role = "engineer"`)
+		p.do("filter", chromedp.Click(chromedp.CSS(`#filters button[type=submit]`)))
+		p.waitFor("Ada alone", `document.querySelectorAll("#user-rows tr[data-user-id]").length === 1 && document.getElementById("user-rows").textContent.includes("Ada")`)
+		p.do("reload", chromedp.Reload())
+		p.waitFor("the filter kept by the URL", `document.getElementById("filter").value === 'role = "engineer"' && document.querySelectorAll("#user-rows tr[data-user-id]").length === 1`)
+		p.fill(`#filter`, `colour = "red"`)
+		p.do("a bad filter", chromedp.Click(chromedp.CSS(`#filters button[type=submit]`)))
+		p.waitFor("the error", `!document.getElementById("error").hidden`)
+		if msg := p.text("error"); !strings.Contains(msg, "colour") {
+			t.Fatalf("a bad filter shows %q", msg)
 		}
 	})
 }

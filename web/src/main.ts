@@ -10,7 +10,7 @@ import { UserEvent_Kind, type User, type UserEvent } from "./gen/users/v1/users_
 type SortField = "id" | "name" | "role" | "createdAt";
 
 /** What the list shows: the collection query (docs/API.md#the-routes). */
-const query = { role: "", namePrefix: "", showDeleted: false, sort: "id" as SortField, descending: false, page: 1, limit: 10 };
+const query = { role: "", namePrefix: "", find: "", filter: "", showDeleted: false, sort: "id" as SortField, descending: false, page: 1, limit: 10 };
 const sortFields: SortField[] = ["id", "name", "role", "createdAt"];
 const pageSizes = [5, 10, 20, 50, 100];
 /** The page of posts after those shown for the open user, or "" when all are shown. */
@@ -51,6 +51,8 @@ const ui = {
   roleFilter: element<HTMLInputElement>("role-filter"),
   nameFilter: element<HTMLInputElement>("name-filter"),
   showDeleted: element<HTMLInputElement>("show-deleted"),
+  find: element<HTMLInputElement>("find"),
+  filter: element<HTMLInputElement>("filter"),
   pageSize: element<HTMLSelectElement>("page-size"),
   rows: element<HTMLTableSectionElement>("user-rows"),
   sortButtons: document.querySelectorAll<HTMLButtonElement>("button[data-sort]"),
@@ -157,6 +159,8 @@ function readURL(): number | undefined {
   query.role = params.get("role") ?? "";
   query.namePrefix = params.get("q") ?? "";
   query.showDeleted = params.get("deleted") === "1";
+  query.find = params.get("find") ?? "";
+  query.filter = params.get("filter") ?? "";
   const sort = params.get("sort") ?? "id";
   query.descending = sort.startsWith("-");
   const field = sort.replace(/^-/, "") as SortField;
@@ -167,6 +171,8 @@ function readURL(): number | undefined {
   ui.roleFilter.value = query.role;
   ui.nameFilter.value = query.namePrefix;
   ui.showDeleted.checked = query.showDeleted;
+  ui.find.value = query.find;
+  ui.filter.value = query.filter;
   ui.pageSize.value = String(query.limit);
   const user = Number.parseInt(params.get("user") ?? "", 10);
   return user > 0 ? user : undefined;
@@ -181,6 +187,8 @@ function writeURL(how: "push" | "replace" = "push"): void {
   if (query.role) params.set("role", query.role);
   if (query.namePrefix) params.set("q", query.namePrefix);
   if (query.showDeleted) params.set("deleted", "1");
+  if (query.find) params.set("find", query.find);
+  if (query.filter) params.set("filter", query.filter);
   if (query.sort !== "id" || query.descending) params.set("sort", (query.descending ? "-" : "") + query.sort);
   if (query.page > 1) params.set("page", String(query.page));
   if (query.limit !== 10) params.set("limit", String(query.limit));
@@ -201,6 +209,7 @@ async function loadList(): Promise<void> {
       role: query.role,
       namePrefix: query.namePrefix,
       showDeleted: query.showDeleted,
+      filter: listFilter(),
       sort: (query.descending ? "-" : "") + query.sort,
       page: query.page,
       limit: query.limit,
@@ -231,6 +240,21 @@ async function loadList(): Promise<void> {
     fail(err);
     ui.error.dataset.from = "list"; // cleared by the next list that loads
   }
+}
+
+/** An AIP-160 string literal: quoted, with its quotes and backslashes escaped. */
+function quoted(text: string): string {
+  return `"${text.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`;
+}
+
+/**
+ * The list's filter: "Find" looks a user up by login name or email (both compared ignoring case by
+ * the service), "Filter" is an AIP-160 filter as typed; both hold when both are given.
+ */
+function listFilter(): string {
+  const find = query.find ? `userName = ${quoted(query.find)} OR email = ${quoted(query.find)}` : "";
+  if (find && query.filter) return `(${find}) AND (${query.filter})`;
+  return find || query.filter;
 }
 
 function renderRows(list: User[]): void {
@@ -281,7 +305,9 @@ function renderRows(list: User[]): void {
     cell.colSpan = 6;
     cell.className = "empty";
     cell.textContent =
-      query.role || query.namePrefix ? "No user matches the filter." : "No users yet: create the first one below.";
+      query.role || query.namePrefix || query.find || query.filter
+        ? "No user matches the filter."
+        : "No users yet: create the first one below.";
     row.append(cell);
     rows.push(row);
   }
@@ -548,6 +574,8 @@ ui.filters.addEventListener("submit", (event) => {
   query.role = ui.roleFilter.value.trim();
   query.namePrefix = ui.nameFilter.value.trim();
   query.showDeleted = ui.showDeleted.checked;
+  query.find = ui.find.value.trim();
+  query.filter = ui.filter.value.trim();
   query.limit = Number(ui.pageSize.value);
   query.page = 1;
   listChanged();
