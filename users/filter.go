@@ -171,6 +171,10 @@ func (b *filterBuilder) condition(e *expr.Expr) (store.Filter, int, error) {
 	case filtering.FunctionFuzzyAnd:
 		// AIP-160 leaves the meaning of conditions side by side to the service; this one asks
 		// for AND or OR rather than guess.
+		if len(args) < 2 {
+			// FUZZY() written as a call: the parser takes the call form of every function.
+			return store.Filter{}, 0, b.errorf(e, "write AND or OR (in capitals) between two conditions")
+		}
 		return store.Filter{}, 0, b.errorf(args[len(args)-1], "write AND or OR (in capitals) between two conditions")
 	case filtering.FunctionHas:
 		f, err := b.has(e, args)

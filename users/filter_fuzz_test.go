@@ -22,7 +22,7 @@ func FuzzFilter(f *testing.F) {
 		`created_at > "2026-01-01T00:00:00Z"`, `updatedAt <= "2026-01-01T00:00:00.5+01:00"`, `created_at = "2026-13-01"`,
 		`labels:team`, `labels.team:*`, `labels.team = "core"`, `labels."cost-center" != "1"`, `labels.a.b = "c*"`, `labels:*`,
 		`id = 1 AND id = 2 OR id = 3`, `(id = 1 OR id = 2) AND NOT id = 3`, `-id = 1`, `NOT (NOT labels:a)`,
-		`id = 1 id = 2`, `(id = 1`, `id = 1)`, `name = "a\x00"`, `name = "\u2028"`, `AND((id=1),(id=2))`, `NOT()`,
+		`id = 1 id = 2`, `(id = 1`, `id = 1)`, `name = "a\x00"`, `name = "\u2028"`, `AND((id=1),(id=2))`, `NOT()`, `FUZZY()`, `FUZZY(id = 1)`, `OR()`,
 		`foo(1)`, `name = foo("x")`, `a.b.c(1, 2) = 3`, `id = 1.5`, `-5`, `-(5)`, `id = --1`, "\xff", `"\`,
 		strings.Repeat("NOT (", 9) + "id = 1" + strings.Repeat(")", 9),
 		strings.Repeat("id = 1 OR ", 32) + "id = 1",

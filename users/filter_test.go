@@ -181,6 +181,7 @@ func TestFilterRefused(t *testing.T) {
 		{`name`, `the word "name" is not a comparison`},
 		{`"Ada"`, `the string "Ada" is not a comparison`},
 		{`foo(1)`, `unknown function "foo"`},
+		{`FUZZY()`, `write AND or OR (in capitals)`},
 		// Literals of the wrong type.
 		{`name = 5`, `column 8: name compares with a string in double quotes, not the integer 5`},
 		{`name = Ada`, `not the word "Ada"`},

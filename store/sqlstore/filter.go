@@ -31,8 +31,12 @@ func (d *dialect) filterCondition(f *store.Filter, a *args) (string, error) {
 			return "", fmt.Errorf("filter: %d arguments to AND or OR, want two or more", len(f.Args))
 		}
 		parts := make([]string, len(f.Args))
+		inner := d
+		if f.Op == store.FilterOr {
+			inner = d.withoutRangeHints()
+		}
 		for i := range f.Args {
-			c, err := d.filterCondition(&f.Args[i], a)
+			c, err := inner.filterCondition(&f.Args[i], a)
 			if err != nil {
 				return "", err
 			}
@@ -48,7 +52,7 @@ func (d *dialect) filterCondition(f *store.Filter, a *args) (string, error) {
 		}
 		// Every column a filter reads is NOT NULL and every subquery answers TRUE or FALSE, so NOT
 		// is the complement: no NULL makes a row match neither a condition nor its negation.
-		c, err := d.filterCondition(&f.Args[0], a)
+		c, err := d.withoutRangeHints().filterCondition(&f.Args[0], a)
 		if err != nil {
 			return "", err
 		}
@@ -228,6 +232,19 @@ func (d *dialect) selective(condition string) string {
 		return condition
 	}
 	return fmt.Sprintf(d.selectiveRange, condition)
+}
+
+// withoutRangeHints is d without selectiveRange, for the conditions under an OR or a NOT. The hint
+// tells the planner that a range holds for few rows, which makes it read the range instead of walking
+// the sort order; under an OR it would read every branch's range and merge them (32 wide ranges
+// cost a multiple of one scan), and under a NOT the rows are those outside the range.
+func (d *dialect) withoutRangeHints() *dialect {
+	if d.selectiveRange == "" {
+		return d
+	}
+	plain := *d
+	plain.selectiveRange = ""
+	return &plain
 }
 
 // truth is a condition that always or never holds, in SQL that both backends take.

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"usersd/store"
 )
@@ -274,8 +275,12 @@ func migrationStatements(text string) []string {
 	return statements
 }
 
-// backfillBatch is how many users one statement of backfillLabels copies the labels of.
-const backfillBatch = 1000
+// backfillBatch is how many users one statement of backfillLabels copies the labels of, and
+// backfillRetryPause how long it waits before it runs a batch again that lost a deadlock.
+const (
+	backfillBatch      = 1000
+	backfillRetryPause = 50 * time.Millisecond
+)
 
 // backfillLabels copies the labels of the users there were before the label triggers (postgres
 // 0019) into user_labels: in batches of users by id, one statement each, committed on its own, so
@@ -295,6 +300,13 @@ func backfillLabels(ctx context.Context, conn *sql.Conn) error {
 				ON CONFLICT (user_id, key) DO NOTHING
 			)
 			SELECT MAX(id) FROM batch`, after, backfillBatch).Scan(&last)
+		if postgresDeadlock(err) && ctx.Err() == nil {
+			// A batch locks its users in id order and a write batch in its own order: PostgreSQL
+			// breaks the deadlock by failing one of them, and the batch, which wrote nothing, is
+			// run again rather than failing the migration (which would start over at id 0).
+			time.Sleep(backfillRetryPause)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("copy the labels of the users after %d: %w", after, err)
 		}
