@@ -50,6 +50,7 @@ var postgresDialect = dialect{
 	retryable:           postgresDeadlock,
 	foreignKeyViolation: func(err error) bool { return postgresCode(err) == "23503" },
 	uniqueField:         postgresUniqueField,
+	idsIn:               `SELECT value::integer FROM json_array_elements_text($1::json)`,
 	forUpdate:           ` FOR UPDATE`,
 	// Kept without a row that every write updates (migration 0007): writes append deltas, and
 	// foldCountDeltas folds them into user_counts.
