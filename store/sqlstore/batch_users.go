@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,11 +18,6 @@ import (
 
 	"usersd/store"
 )
-
-// insertRowsPerStatement is the most users one INSERT of a batch carries: a statement of many rows
-// costs one round trip instead of one each, and its placeholders stay well under what either
-// backend takes in one statement.
-const insertRowsPerStatement = 500
 
 // idsArgument is ids as the one argument of dialect.idsIn.
 func idsArgument(ids []int32) string {
@@ -91,18 +87,38 @@ func (s *Store) CreateUsers(ctx context.Context, users []store.NewUser, done *st
 }
 
 // insertUsers inserts users in order and returns them in that order, or the ItemError of the first
-// one that clashes on a unique value.
+// one that clashes on a unique value. The statements return the ids alone: every other column is
+// what the batch wrote, and reading it back would cost as much again.
 func (s *Store) insertUsers(ctx context.Context, tx writeTx, users []store.NewUser, labels []string, now int64, actor store.Actor) ([]store.User, error) {
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT batch_insert`); err != nil {
 		return nil, fmt.Errorf("insert users: %w", err)
 	}
+	rowsPer := s.dialect.insertRows
 	created := make([]store.User, 0, len(users))
 	var clash error
-	for first := 0; first < len(users); first += insertRowsPerStatement {
-		last := min(first+insertRowsPerStatement, len(users))
+	var full *sql.Stmt // the statement of a whole chunk, prepared once for every chunk
+	defer func() {
+		if full != nil {
+			full.Close()
+		}
+	}()
+	for first := 0; first < len(users); first += rowsPer {
+		last := min(first+rowsPer, len(users))
 		query, args := insertManyStatement(users[first:last], labels[first:last], now, actor)
-		rows, err := tx.QueryContext(ctx, query, args...)
-		inserted, err := rowsOf(rows, err, scanUser)
+		var rows *sql.Rows
+		var err error
+		switch {
+		case last-first < rowsPer || len(users) == rowsPer:
+			rows, err = tx.QueryContext(ctx, query, args...)
+		case full == nil:
+			if full, err = tx.PrepareContext(ctx, query); err != nil {
+				return nil, fmt.Errorf("insert users: %w", err)
+			}
+			fallthrough
+		default:
+			rows, err = full.QueryContext(ctx, args...)
+		}
+		ids, err := rowsOf(rows, err, func(row scanner) (id int32, err error) { return id, row.Scan(&id) })
 		if err != nil {
 			if s.dialect.uniqueField(err) == "" {
 				return nil, fmt.Errorf("insert users: %w", err)
@@ -110,9 +126,14 @@ func (s *Store) insertUsers(ctx context.Context, tx writeTx, users []store.NewUs
 			clash = err
 			break
 		}
+		if len(ids) != last-first {
+			return nil, fmt.Errorf("insert users: %d rows inserted of %d", len(ids), last-first)
+		}
 		// Ids are drawn in the order of the rows, whatever order RETURNING reads them back in.
-		slices.SortFunc(inserted, func(a, b store.User) int { return int(a.ID) - int(b.ID) })
-		created = append(created, inserted...)
+		slices.Sort(ids)
+		for i, id := range ids {
+			created = append(created, insertedUser(id, users[first+i], now))
+		}
 	}
 	if clash == nil {
 		if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT batch_insert`); err != nil {
@@ -131,6 +152,18 @@ func (s *Store) insertUsers(ctx context.Context, tx writeTx, users []store.NewUs
 	// Inserted one by one, they all fit: the batch clashed with itself in a way the single
 	// inserts did not meet, which cannot be, so say what the batch met.
 	return nil, s.uniqueOr(fmt.Errorf("insert users: %w", clash))
+}
+
+// insertedUser is the user that insertManyStatement wrote from nu, with id, at now: as scanUser
+// would read it back.
+func insertedUser(id int32, nu store.NewUser, now int64) store.User {
+	at := fromMicros(now)
+	u := store.User{ID: id, Name: nu.Name, Role: nu.Role, CreatedAt: at, UpdatedAt: at, Version: 1, Identity: nu.Identity}
+	u.Labels = nil // as stored: a copy, and none rather than an empty map
+	if len(nu.Labels) > 0 {
+		u.Labels = maps.Clone(nu.Labels)
+	}
+	return u
 }
 
 // insertColumnsPerUser is how many of a row's values insertManyStatement takes from each user; the
@@ -156,7 +189,7 @@ func insertManyStatement(users []store.NewUser, labels []string, now int64, acto
 			nu.UserName, store.NameKey(nu.UserName), nu.GivenName, nu.FamilyName, nu.Email, store.NameKey(nu.Email),
 			nu.ExternalID, !nu.Inactive, labels[i])
 	}
-	b.WriteString(` RETURNING ` + userColumns)
+	b.WriteString(` RETURNING id`)
 	return b.String(), args
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -67,7 +68,7 @@ func testBatchCreate(t *testing.T, s store.Store) {
 			t.Errorf("created user %d has id %d after %d; want growing ids in the batch's order", i, u.ID, created[i-1].ID)
 		}
 		got, err := s.GetUser(ctx, u.ID)
-		if err != nil || !sameUser(got, u) {
+		if err != nil || !sameUser(got, u) || !reflect.DeepEqual(got.Identity, u.Identity) {
 			t.Errorf("read back user %d: %+v, %v; want %+v", u.ID, got, err, u)
 		}
 	}
