@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/handlers/codec"
+	"usersd/handlers/restbody"
 	"usersd/users"
 )
 
@@ -73,9 +75,16 @@ func batchCreateUsersREST(service *users.Service, errs *errorWriter) http.Handle
 		if err != nil {
 			return err
 		}
-		req := &usersv1.BatchCreateUsersRequest{}
-		if err := decodeBody(r, req, ""); err != nil {
+		body, err := readBody(r, mediaTypeJSON)
+		if err != nil {
 			return err
+		}
+		// Each user's output-only members are ignored whatever their values, as POST /users
+		// ignores them, so that users read elsewhere may be sent as they are.
+		req := &usersv1.BatchCreateUsersRequest{}
+		body = restbody.WithoutOutputOnlyInList(body, req.ProtoReflect().Descriptor(), "requests", "user")
+		if err := codec.UnmarshalJSON(body, req); err != nil {
+			return users.InvalidField("body", "%v", err)
 		}
 		if key != "" {
 			if req.GetRequestId() != "" && req.GetRequestId() != key {

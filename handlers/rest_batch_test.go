@@ -82,7 +82,7 @@ func TestBatchesOverREST(t *testing.T) {
 	watch := apitest.StartWatch(t, s.Server, apitest.WatchProtocols()[0], 0, "")
 
 	key := map[string]string{"Idempotency-Key": "batch-1"}
-	body := batchBody(`{"name":"Ada","userName":"ada"}`, `{"name":"Bob","role":"admin","id":77}`, `{"name":"Cy","email":"cy@example.com"}`)
+	body := batchBody(`{"name":"Ada","userName":"ada"}`, `{"name":"Bob","role":"admin","id":"not an id","createdAt":false,"etag":7}`, `{"name":"Cy","email":"cy@example.com"}`)
 	created := do("POST", "/users:batchCreate", body, key)
 	if created.Status != http.StatusOK || created.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("batch create: %d %s", created.Status, created.Body)
