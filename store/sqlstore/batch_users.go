@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,13 +103,13 @@ func (s *Store) insertUsers(ctx context.Context, tx writeTx, users []store.NewUs
 			full.Close()
 		}
 	}()
-	for first := 0; first < len(users); first += rowsPer {
-		last := min(first+rowsPer, len(users))
+	for first, last := 0, 0; first < len(users); first = last {
+		last = first + chunkRows(len(users)-first, rowsPer)
 		query, args := insertManyStatement(users[first:last], labels[first:last], now, actor)
 		var rows *sql.Rows
 		var err error
 		switch {
-		case last-first < rowsPer || len(users) == rowsPer:
+		case last-first < rowsPer || len(users) < 2*rowsPer:
 			rows, err = tx.QueryContext(ctx, query, args...)
 		case full == nil:
 			if full, err = tx.PrepareContext(ctx, query); err != nil {
@@ -152,6 +153,17 @@ func (s *Store) insertUsers(ctx context.Context, tx writeTx, users []store.NewUs
 	// Inserted one by one, they all fit: the batch clashed with itself in a way the single
 	// inserts did not meet, which cannot be, so say what the batch met.
 	return nil, s.uniqueOr(fmt.Errorf("insert users: %w", clash))
+}
+
+// chunkRows is how many of the remaining users of a batch the next INSERT carries: rowsPer while
+// that many are left, then the largest power of two left, so that batches of every size use a
+// few statement texts, which the caches of prepared statements (the driver's, the server's) keep,
+// rather than one text per size, which would crowd the store's other statements out of them.
+func chunkRows(remaining, rowsPer int) int {
+	if remaining >= rowsPer {
+		return rowsPer
+	}
+	return 1 << (bits.Len(uint(remaining)) - 1)
 }
 
 // insertedUser is the user that insertManyStatement wrote from nu, with id, at now: as scanUser
