@@ -294,12 +294,22 @@ func callRPC(t *testing.T, client *http.Client, baseURL, procedure string, m pro
 }
 
 // fillValidFields makes msg a request that the service would accept for the user id: every int32
-// field named id or user_id is id, and the user or post it carries gets a name or title.
+// field named id or user_id is id, and the user or post it carries gets a name or title; a batch
+// names the user once (ids) or carries one request so filled (requests).
 func fillValidFields(msg protoreflect.Message, id int32) {
 	fields := msg.Descriptor().Fields()
 	for i := range fields.Len() {
 		f := fields.Get(i)
 		if f.Cardinality() == protoreflect.Repeated {
+			switch {
+			case f.IsList() && f.Kind() == protoreflect.Int32Kind && f.Name() == "ids":
+				msg.Mutable(f).List().Append(protoreflect.ValueOfInt32(id))
+			case f.IsList() && f.Kind() == protoreflect.MessageKind && f.Message().ParentFile().Package() == "users.v1":
+				list := msg.Mutable(f).List()
+				item := list.NewElement()
+				fillValidFields(item.Message(), id)
+				list.Append(item)
+			}
 			continue
 		}
 		switch {

@@ -86,6 +86,37 @@ func (c *UserCache) forget(id int32) {
 	delete(c.users, id)
 }
 
+// forgetAll is forget for each of ids, as one write.
+func (c *UserCache) forgetAll(ids []int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes++
+	for _, id := range ids {
+		delete(c.users, id)
+	}
+}
+
+// BatchGetUsers reads past the cache: it is one statement however many users it reads, and the
+// users it reads are not kept, so that a batch cannot evict the users that single reads keep.
+func (c *UserCache) BatchGetUsers(ctx context.Context, ids []int32) ([]User, error) {
+	return c.next.BatchGetUsers(ctx, ids)
+}
+
+// CreateUsers makes new users only, which no read can have cached (see CreateUser).
+func (c *UserCache) CreateUsers(ctx context.Context, users []NewUser, done *Completion[[]User]) ([]User, error) {
+	return c.next.CreateUsers(ctx, users, done)
+}
+
+func (c *UserCache) SoftDeleteUsers(ctx context.Context, ids []int32, purgeAt time.Time) ([]User, error) {
+	defer c.forgetAll(ids)
+	return c.next.SoftDeleteUsers(ctx, ids, purgeAt)
+}
+
+func (c *UserCache) DeleteUsers(ctx context.Context, ids []int32) error {
+	defer c.forgetAll(ids)
+	return c.next.DeleteUsers(ctx, ids)
+}
+
 // Writes that change a user forget it whether they succeed or fail: an error does not prove that
 // nothing was written, and a reread costs one query.
 

@@ -42,6 +42,19 @@ var (
 	ErrTooManyLabels = errors.New("too many labels")
 )
 
+// ItemError is the error of one item of a batch (CreateUsers, SoftDeleteUsers, DeleteUsers) that
+// failed the whole batch: Index is the item's place in the batch, from 0, and Err what it met, so
+// that errors.Is and errors.As see through it (a Taken, a UserNotFound).
+type ItemError struct {
+	Index int
+	Err   error
+}
+
+func (e ItemError) Error() string { return fmt.Sprintf("item %d of the batch: %v", e.Index, e.Err) }
+
+// Unwrap returns what the item met.
+func (e ItemError) Unwrap() error { return e.Err }
+
 // MaxLabels is how many labels a user may have: a patch of some keys is checked against it only
 // once merged with the stored labels, which the store alone sees.
 const MaxLabels = 32
@@ -243,6 +256,28 @@ type Store interface {
 	// UpdateUser: a delete with no retention. A deleted user is ErrNotFound here (PurgeUser removes
 	// one).
 	DeleteUser(ctx context.Context, id int32, ifVersion IfVersion) error
+
+	// Batches (AIP-231, 233, 235; batch_users.go in each backend): each is all or nothing, in one
+	// transaction of its own, so that a failure leaves nothing of the batch behind, and the change
+	// log records one change per user, in the batch's order.
+
+	// BatchGetUsers returns the live users with ids, one for each id in its order (an id given twice
+	// is answered twice), read from one snapshot. The first id, in the batch's order, that names no
+	// live user fails the whole read with its UserNotFound.
+	BatchGetUsers(ctx context.Context, ids []int32) ([]User, error)
+	// CreateUsers stores new users, in order, each as CreateUser does, and returns them in that
+	// order. A user whose unique value another user holds (a stored one, deleted or not, or one
+	// earlier in the batch) fails the whole batch with an ItemError of its index around its Taken.
+	// done, if not nil, is completed in the same transaction with the created users.
+	CreateUsers(ctx context.Context, users []NewUser, done *Completion[[]User]) ([]User, error)
+	// SoftDeleteUsers marks the users deleted as SoftDeleteUser does, in the order of ids, and
+	// returns them as they are after. The first id that names no live user (a missing or deleted
+	// one, or one given before in ids) fails the whole batch with an ItemError of its index around
+	// its UserNotFound.
+	SoftDeleteUsers(ctx context.Context, ids []int32, purgeAt time.Time) ([]User, error)
+	// DeleteUsers removes the users and their posts at once as DeleteUser does, in the order of ids,
+	// and fails as SoftDeleteUsers does.
+	DeleteUsers(ctx context.Context, ids []int32) error
 
 	// Soft delete (soft_delete.go in each backend). A deleted user is ErrNotFound to every read and
 	// write above, and is left out of lists, totals and posts, until UndeleteUser restores it or it

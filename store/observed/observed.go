@@ -39,6 +39,10 @@ const (
 	deleteExpiredUserEvents
 	position
 	ping
+	batchGetUsers
+	createUsers
+	softDeleteUsers
+	deleteUsers
 	operationCount
 )
 
@@ -48,7 +52,8 @@ var operationNames = [operationCount]string{
 	getUserShowingDeleted: "GetUserShowingDeleted", purgeExpired: "PurgeExpired", listPosts: "ListPosts", createPost: "CreatePost", beginRequest: "BeginRequest",
 	abandonRequest: "AbandonRequest", deleteExpiredRequests: "DeleteExpiredRequests",
 	userEvents: "UserEvents", deleteExpiredUserEvents: "DeleteExpiredUserEvents", position: "Position",
-	ping: "Ping",
+	ping: "Ping", batchGetUsers: "BatchGetUsers", createUsers: "CreateUsers", softDeleteUsers: "SoftDeleteUsers",
+	deleteUsers: "DeleteUsers",
 }
 
 // errorKind names an error of the store as the kind label does: the store's own errors by name,
@@ -187,6 +192,34 @@ func (s *Store) CreateUser(ctx context.Context, u store.NewUser, done *store.Com
 	created, err := s.next.CreateUser(ctx, u, done)
 	s.end(c, err)
 	return created, err
+}
+
+func (s *Store) BatchGetUsers(ctx context.Context, ids []int32) ([]store.User, error) {
+	ctx, c := s.begin(ctx, batchGetUsers)
+	users, err := s.next.BatchGetUsers(ctx, ids)
+	s.end(c, err)
+	return users, err
+}
+
+func (s *Store) CreateUsers(ctx context.Context, users []store.NewUser, done *store.Completion[[]store.User]) ([]store.User, error) {
+	ctx, c := s.begin(ctx, createUsers)
+	created, err := s.next.CreateUsers(ctx, users, done)
+	s.end(c, err)
+	return created, err
+}
+
+func (s *Store) SoftDeleteUsers(ctx context.Context, ids []int32, purgeAt time.Time) ([]store.User, error) {
+	ctx, c := s.begin(ctx, softDeleteUsers)
+	users, err := s.next.SoftDeleteUsers(ctx, ids, purgeAt)
+	s.end(c, err)
+	return users, err
+}
+
+func (s *Store) DeleteUsers(ctx context.Context, ids []int32) error {
+	ctx, c := s.begin(ctx, deleteUsers)
+	err := s.next.DeleteUsers(ctx, ids)
+	s.end(c, err)
+	return err
 }
 
 func (s *Store) UpdateUser(ctx context.Context, id int32, changes store.UserChanges, ifVersion store.IfVersion) (store.User, error) {

@@ -59,6 +59,9 @@ type queuedWrite struct {
 	run     writeRun
 	size    int
 	request context.Context
+	// alone marks a write that is a batch of its own (writeAlone): it is committed in a
+	// transaction that carries no other write.
+	alone   bool
 	state   atomic.Int32
 	retries int
 	done    chan error // receives the write's outcome once its batch has committed or failed
@@ -120,7 +123,20 @@ func newCommitter(db *sql.DB, connections, maxWrites int, retryable func(error) 
 // (as one whose commit was under way when its request ended always could). The wait is bounded:
 // the batch ends once every request in it has ended (see writeRun).
 func (c *committer) write(ctx context.Context, size int, run writeRun) error {
-	w := &queuedWrite{run: run, size: size, request: ctx, done: make(chan error, 1), lead: make(chan struct{}, maxWriteRetries+1)}
+	return c.queued(ctx, &queuedWrite{run: run, size: size, request: ctx})
+}
+
+// writeAlone is write for a write that is a batch of its own: one that makes many changes at once
+// (a batch of users), which must all commit or all fail together, and which would otherwise fill
+// a shared commit and a savepoint with far more than the one request's share of the work. It still
+// waits its turn in the queue, so that SQLite's one writer is never taken from the others.
+func (c *committer) writeAlone(ctx context.Context, size int, run writeRun) error {
+	return c.queued(ctx, &queuedWrite{run: run, size: size, request: ctx, alone: true})
+}
+
+// queued queues w and returns its outcome (see write).
+func (c *committer) queued(ctx context.Context, w *queuedWrite) error {
+	w.done, w.lead = make(chan error, 1), make(chan struct{}, maxWriteRetries+1)
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -235,7 +251,7 @@ func (c *committer) take() []*queuedWrite {
 	var batch []*queuedWrite
 	bytes, taken := 0, 0
 	for _, w := range c.queue {
-		if len(batch) == c.maxWrites || len(batch) > 0 && bytes+w.size > maxBatchBytes {
+		if len(batch) == c.maxWrites || len(batch) > 0 && (bytes+w.size > maxBatchBytes || w.alone || batch[0].alone) {
 			break
 		}
 		taken++

@@ -124,7 +124,7 @@ func TestTheUserCacheDropsAReadThatAWriteOvertook(t *testing.T) {
 
 // notWrites are the methods of store.Store that change nothing stored. Every other method writes,
 // and TestEveryWriteThroughTheUserCacheIsSeen must have a case that calls it.
-var notWrites = []string{"GetUser", "GetUserShowingDeleted", "ListUsers", "ListPosts", "UserEvents", "NotifyUserEvents", "Position", "Ping", "Close"}
+var notWrites = []string{"GetUser", "GetUserShowingDeleted", "BatchGetUsers", "ListUsers", "ListPosts", "UserEvents", "NotifyUserEvents", "Position", "Ping", "Close"}
 
 // cacheWrite is one write through the cache, made while the cache holds user u.
 type cacheWrite struct {
@@ -193,6 +193,20 @@ var cacheWrites = []cacheWrite{
 				return fmt.Errorf("purged %d, %w; want 1", n, err)
 			}
 			return nil
+		}},
+	{name: "a batch soft delete", method: "SoftDeleteUsers", changesUser: true,
+		write: func(ctx context.Context, cached, _ store.Store, u store.User) error {
+			_, err := cached.SoftDeleteUsers(ctx, []int32{u.ID}, time.Now().Add(time.Hour))
+			return err
+		}},
+	{name: "a batch delete", method: "DeleteUsers", changesUser: true,
+		write: func(ctx context.Context, cached, _ store.Store, u store.User) error {
+			return cached.DeleteUsers(ctx, []int32{u.ID})
+		}},
+	{name: "a batch create of other users", method: "CreateUsers",
+		write: func(ctx context.Context, cached, _ store.Store, _ store.User) error {
+			_, err := cached.CreateUsers(ctx, []store.NewUser{{Name: "another"}, {Name: "and another"}}, nil)
+			return err
 		}},
 	{name: "a create of another user", method: "CreateUser",
 		write: func(ctx context.Context, cached, _ store.Store, _ store.User) error {

@@ -46,6 +46,15 @@ type dialect struct {
 	// an indexed column as one that holds for few rows, for a planner that has no statistics to
 	// tell (see filter.go).
 	selectiveRange string
+	// insertRows is the most users one INSERT of a batch create carries. More rows a statement
+	// means fewer statements to send and run, until the statement's own costs take over: SQLite
+	// finds each numbered placeholder by a walk of a list of them, so a long statement costs the
+	// square of its placeholders, while PostgreSQL only pays a round trip per statement.
+	insertRows int
+	// idsIn is a subquery of the ids that $1, a JSON array of integers, holds: a batch's ids are
+	// one argument, so that the statement's text is the same whatever their number, and each
+	// backend keeps one plan of it.
+	idsIn string
 	// purgeLock, when set, is the query that takes the lock of PurgeExpired for the rest of the
 	// transaction if it is free, given its key, and answers whether it took it: where processes
 	// share the database, one purges at a time. SQLite has one writer anyway.

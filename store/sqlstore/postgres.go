@@ -50,6 +50,8 @@ var postgresDialect = dialect{
 	retryable:           postgresDeadlock,
 	foreignKeyViolation: func(err error) bool { return postgresCode(err) == "23503" },
 	uniqueField:         postgresUniqueField,
+	idsIn:               `SELECT value::integer FROM json_array_elements_text($1::json)`,
+	insertRows:          500,
 	forUpdate:           ` FOR UPDATE`,
 	// Kept without a row that every write updates (migration 0007): writes append deltas, and
 	// foldCountDeltas folds them into user_counts.

@@ -357,11 +357,25 @@ func (s *Store) inReadTx(ctx context.Context, fn func(*sql.Tx) error) error {
 // the lost file, answered unavailable, and a client that retries with its idempotency key cannot
 // get it twice.)
 func (s *Store) write(ctx context.Context, size int, run writeRun) (err error) {
+	return s.writeIn(ctx, size, false, run)
+}
+
+// writeAlone is write in a transaction that carries no other write (committer.writeAlone), for a
+// write of many changes that must commit or fail together.
+func (s *Store) writeAlone(ctx context.Context, size int, run writeRun) (err error) {
+	return s.writeIn(ctx, size, true, run)
+}
+
+// writeIn is write, alone in its transaction if alone.
+func (s *Store) writeIn(ctx context.Context, size int, alone bool, run writeRun) (err error) {
 	if err := s.refuseWrite(); err != nil {
 		return err
 	}
 	defer s.classifyError(ctx, &err)
 	if s.batches != nil {
+		if alone {
+			return s.batches.writeAlone(ctx, size, run)
+		}
 		return s.batches.write(ctx, size, run) // which looks at the file once per batch
 	}
 	defer func() { failIfLost(&err, s.file.check()) }()

@@ -128,21 +128,29 @@ func (s *Store) CreateUser(ctx context.Context, nu store.NewUser, done *store.Co
 	labels := encodeLabels(nu.Labels)
 	size := len(nu.Name) + len(nu.Role) + identitySize(nu.Identity) + len(labels)
 	err = s.write(ctx, size, func(ctx context.Context, tx writeTx) error {
-		now := micros(s.now())
-		row := tx.QueryRowContext(ctx,
-			`INSERT INTO users (name, name_key, role, created_at, updated_at, version, changed_by, changed_by_type,
-			 user_name, user_name_key, given_name, family_name, email, email_key, external_id, active, labels)
-			 VALUES ($1, $2, $3, $4, $4, 1, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING `+userColumns,
-			nu.Name, store.NameKey(nu.Name), nu.Role, now, actor.Name, int64(actor.Type),
-			nu.UserName, store.NameKey(nu.UserName), nu.GivenName, nu.FamilyName, nu.Email, store.NameKey(nu.Email),
-			nu.ExternalID, !nu.Inactive, labels)
 		var err error
-		if u, err = scanUser(row); err != nil {
-			return s.uniqueOr(fmt.Errorf("insert user: %w", err))
+		if u, err = s.insertUser(ctx, tx, nu, labels, micros(s.now()), actor); err != nil {
+			return err
 		}
 		return complete(ctx, tx, done, u)
 	})
 	return u, err
+}
+
+// insertUser inserts one new user, created at now by actor, with its labels already encoded.
+func (s *Store) insertUser(ctx context.Context, tx writeTx, nu store.NewUser, labels string, now int64, actor store.Actor) (store.User, error) {
+	row := tx.QueryRowContext(ctx,
+		`INSERT INTO users (name, name_key, role, created_at, updated_at, version, changed_by, changed_by_type,
+		 user_name, user_name_key, given_name, family_name, email, email_key, external_id, active, labels)
+		 VALUES ($1, $2, $3, $4, $4, 1, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING `+userColumns,
+		nu.Name, store.NameKey(nu.Name), nu.Role, now, actor.Name, int64(actor.Type),
+		nu.UserName, store.NameKey(nu.UserName), nu.GivenName, nu.FamilyName, nu.Email, store.NameKey(nu.Email),
+		nu.ExternalID, !nu.Inactive, labels)
+	u, err := scanUser(row)
+	if err != nil {
+		return store.User{}, s.uniqueOr(fmt.Errorf("insert user: %w", err))
+	}
+	return u, nil
 }
 
 // UpdateUser sets the fields that changes names in one statement, so that two concurrent updates of

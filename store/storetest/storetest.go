@@ -60,6 +60,12 @@ func Run(t *testing.T, open func(t *testing.T, now func() time.Time) store.Store
 		{"soft delete, undelete and purge are each one change, and a purge forgets the name", testSoftDeleteEvents},
 		{"a deleted user holds its unique values until purged", testDeletedUserHoldsItsUniqueValues},
 
+		{"a batch create stores every user in order, one change each", ignoreClock(testBatchCreate)},
+		{"a batch create with one clashing user stores nothing and names it", testBatchCreateIsAllOrNothing},
+		{"a batch create keeps its answer in its transaction, and only when it commits", ignoreClock(testBatchCreateIdempotent)},
+		{"a batch get answers in the order asked and names the first missing user", testBatchGet},
+		{"a batch delete deletes every user in order or none, naming the missing one", testBatchDelete},
+
 		{"a conditional write happens only at a listed version", ignoreClock(testConditionalWrites)},
 		{"of concurrent writes conditioned on one version exactly one wins", ignoreClock(testConcurrentConditionalWrites)},
 		{"an idempotent create keeps its answer in the create's transaction", ignoreClock(testIdempotentCreate)},

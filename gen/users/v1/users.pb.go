@@ -96,7 +96,7 @@ func (x UserEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UserEvent_Kind.Descriptor instead.
 func (UserEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{19, 0}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{25, 0}
 }
 
 // ActorType says which kind of credential actor names: an API key's name and a token's subject
@@ -150,7 +150,7 @@ func (x UserEvent_ActorType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UserEvent_ActorType.Descriptor instead.
 func (UserEvent_ActorType) EnumDescriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{19, 1}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{25, 1}
 }
 
 // GetUserRequest names the user to read.
@@ -1162,6 +1162,295 @@ func (x *UndeleteUserRequest) GetEtag() string {
 	return ""
 }
 
+// BatchGetUsersRequest names the users to read.
+type BatchGetUsersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The users' ids, each positive; 1 to 1,000 of them. An id may be given more than once.
+	Ids           []int32 `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchGetUsersRequest) Reset() {
+	*x = BatchGetUsersRequest{}
+	mi := &file_users_v1_users_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchGetUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchGetUsersRequest) ProtoMessage() {}
+
+func (x *BatchGetUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchGetUsersRequest.ProtoReflect.Descriptor instead.
+func (*BatchGetUsersRequest) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *BatchGetUsersRequest) GetIds() []int32 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+// BatchGetUsersResponse carries the users asked for.
+type BatchGetUsersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The users, one for each id of the request, in its order.
+	Users         []*User `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchGetUsersResponse) Reset() {
+	*x = BatchGetUsersResponse{}
+	mi := &file_users_v1_users_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchGetUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchGetUsersResponse) ProtoMessage() {}
+
+func (x *BatchGetUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchGetUsersResponse.ProtoReflect.Descriptor instead.
+func (*BatchGetUsersResponse) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *BatchGetUsersResponse) GetUsers() []*User {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+// BatchCreateUsersRequest carries the users to create, all in one transaction.
+type BatchCreateUsersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The creates, 1 to 1,000 of them, each as for CreateUser; their own request_id must be empty,
+	// since the batch has one key for all of them.
+	Requests []*CreateUserRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	// Optional idempotency key of the whole batch, with the same rules as
+	// CreateUserRequest.request_id: a repeat with the same key and the same users answers what the
+	// first call answered and creates nothing.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateUsersRequest) Reset() {
+	*x = BatchCreateUsersRequest{}
+	mi := &file_users_v1_users_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateUsersRequest) ProtoMessage() {}
+
+func (x *BatchCreateUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateUsersRequest.ProtoReflect.Descriptor instead.
+func (*BatchCreateUsersRequest) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *BatchCreateUsersRequest) GetRequests() []*CreateUserRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *BatchCreateUsersRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// BatchCreateUsersResponse carries the created users.
+type BatchCreateUsersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The users as stored, in the order of the requests.
+	Users         []*User `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateUsersResponse) Reset() {
+	*x = BatchCreateUsersResponse{}
+	mi := &file_users_v1_users_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateUsersResponse) ProtoMessage() {}
+
+func (x *BatchCreateUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateUsersResponse.ProtoReflect.Descriptor instead.
+func (*BatchCreateUsersResponse) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *BatchCreateUsersResponse) GetUsers() []*User {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+// BatchDeleteUsersRequest names the users to delete, all in one transaction.
+type BatchDeleteUsersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The users' ids, each positive and each at most once; 1 to 1,000 of them.
+	Ids           []int32 `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchDeleteUsersRequest) Reset() {
+	*x = BatchDeleteUsersRequest{}
+	mi := &file_users_v1_users_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchDeleteUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchDeleteUsersRequest) ProtoMessage() {}
+
+func (x *BatchDeleteUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchDeleteUsersRequest.ProtoReflect.Descriptor instead.
+func (*BatchDeleteUsersRequest) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *BatchDeleteUsersRequest) GetIds() []int32 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+// BatchDeleteUsersResponse carries the deleted users while they can still be restored.
+type BatchDeleteUsersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The users as deleted, with delete_time and purge_time, in the order of the request; empty when
+	// the server removed them at once.
+	Users         []*User `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchDeleteUsersResponse) Reset() {
+	*x = BatchDeleteUsersResponse{}
+	mi := &file_users_v1_users_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchDeleteUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchDeleteUsersResponse) ProtoMessage() {}
+
+func (x *BatchDeleteUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchDeleteUsersResponse.ProtoReflect.Descriptor instead.
+func (*BatchDeleteUsersResponse) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *BatchDeleteUsersResponse) GetUsers() []*User {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
 // ListUserPostsRequest asks for one page of a user's posts, by page number or by page token.
 type ListUserPostsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1180,7 +1469,7 @@ type ListUserPostsRequest struct {
 
 func (x *ListUserPostsRequest) Reset() {
 	*x = ListUserPostsRequest{}
-	mi := &file_users_v1_users_proto_msgTypes[14]
+	mi := &file_users_v1_users_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1481,7 @@ func (x *ListUserPostsRequest) String() string {
 func (*ListUserPostsRequest) ProtoMessage() {}
 
 func (x *ListUserPostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_users_v1_users_proto_msgTypes[14]
+	mi := &file_users_v1_users_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1494,7 @@ func (x *ListUserPostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserPostsRequest.ProtoReflect.Descriptor instead.
 func (*ListUserPostsRequest) Descriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{14}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListUserPostsRequest) GetUserId() int32 {
@@ -1251,7 +1540,7 @@ type ListUserPostsResponse struct {
 
 func (x *ListUserPostsResponse) Reset() {
 	*x = ListUserPostsResponse{}
-	mi := &file_users_v1_users_proto_msgTypes[15]
+	mi := &file_users_v1_users_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1552,7 @@ func (x *ListUserPostsResponse) String() string {
 func (*ListUserPostsResponse) ProtoMessage() {}
 
 func (x *ListUserPostsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_users_v1_users_proto_msgTypes[15]
+	mi := &file_users_v1_users_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1565,7 @@ func (x *ListUserPostsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserPostsResponse.ProtoReflect.Descriptor instead.
 func (*ListUserPostsResponse) Descriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{15}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListUserPostsResponse) GetPosts() []*Post {
@@ -1315,7 +1604,7 @@ type CreateUserPostRequest struct {
 
 func (x *CreateUserPostRequest) Reset() {
 	*x = CreateUserPostRequest{}
-	mi := &file_users_v1_users_proto_msgTypes[16]
+	mi := &file_users_v1_users_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1616,7 @@ func (x *CreateUserPostRequest) String() string {
 func (*CreateUserPostRequest) ProtoMessage() {}
 
 func (x *CreateUserPostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_users_v1_users_proto_msgTypes[16]
+	mi := &file_users_v1_users_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1629,7 @@ func (x *CreateUserPostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserPostRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserPostRequest) Descriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{16}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateUserPostRequest) GetUserId() int32 {
@@ -1375,7 +1664,7 @@ type CreateUserPostResponse struct {
 
 func (x *CreateUserPostResponse) Reset() {
 	*x = CreateUserPostResponse{}
-	mi := &file_users_v1_users_proto_msgTypes[17]
+	mi := &file_users_v1_users_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1676,7 @@ func (x *CreateUserPostResponse) String() string {
 func (*CreateUserPostResponse) ProtoMessage() {}
 
 func (x *CreateUserPostResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_users_v1_users_proto_msgTypes[17]
+	mi := &file_users_v1_users_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1689,7 @@ func (x *CreateUserPostResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserPostResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserPostResponse) Descriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{17}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateUserPostResponse) GetPost() *Post {
@@ -1425,7 +1714,7 @@ type WatchUsersRequest struct {
 
 func (x *WatchUsersRequest) Reset() {
 	*x = WatchUsersRequest{}
-	mi := &file_users_v1_users_proto_msgTypes[18]
+	mi := &file_users_v1_users_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1726,7 @@ func (x *WatchUsersRequest) String() string {
 func (*WatchUsersRequest) ProtoMessage() {}
 
 func (x *WatchUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_users_v1_users_proto_msgTypes[18]
+	mi := &file_users_v1_users_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1739,7 @@ func (x *WatchUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchUsersRequest.ProtoReflect.Descriptor instead.
 func (*WatchUsersRequest) Descriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{18}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchUsersRequest) GetAfterSequence() int64 {
@@ -1491,7 +1780,7 @@ type UserEvent struct {
 
 func (x *UserEvent) Reset() {
 	*x = UserEvent{}
-	mi := &file_users_v1_users_proto_msgTypes[19]
+	mi := &file_users_v1_users_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1792,7 @@ func (x *UserEvent) String() string {
 func (*UserEvent) ProtoMessage() {}
 
 func (x *UserEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_users_v1_users_proto_msgTypes[19]
+	mi := &file_users_v1_users_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1805,7 @@ func (x *UserEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserEvent.ProtoReflect.Descriptor instead.
 func (*UserEvent) Descriptor() ([]byte, []int) {
-	return file_users_v1_users_proto_rawDescGZIP(), []int{19}
+	return file_users_v1_users_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UserEvent) GetSequence() int64 {
@@ -1640,7 +1929,21 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\x04user\x18\x01 \x01(\v2\x0e.users.v1.UserR\x04user\"9\n" +
 	"\x13UndeleteUserRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
-	"\x04etag\x18\x02 \x01(\tR\x04etag\"x\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"(\n" +
+	"\x14BatchGetUsersRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\x05R\x03ids\"=\n" +
+	"\x15BatchGetUsersResponse\x12$\n" +
+	"\x05users\x18\x01 \x03(\v2\x0e.users.v1.UserR\x05users\"q\n" +
+	"\x17BatchCreateUsersRequest\x127\n" +
+	"\brequests\x18\x01 \x03(\v2\x1b.users.v1.CreateUserRequestR\brequests\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"@\n" +
+	"\x18BatchCreateUsersResponse\x12$\n" +
+	"\x05users\x18\x01 \x03(\v2\x0e.users.v1.UserR\x05users\"+\n" +
+	"\x17BatchDeleteUsersRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\x05R\x03ids\"@\n" +
+	"\x18BatchDeleteUsersResponse\x12$\n" +
+	"\x05users\x18\x01 \x03(\v2\x0e.users.v1.UserR\x05users\"x\n" +
 	"\x14ListUserPostsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\x05R\x06userId\x12\x12\n" +
 	"\x04page\x18\x02 \x01(\x05R\x04page\x12\x14\n" +
@@ -1681,7 +1984,7 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\tActorType\x12\x1a\n" +
 	"\x16ACTOR_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12ACTOR_TYPE_API_KEY\x10\x01\x12\x14\n" +
-	"\x10ACTOR_TYPE_TOKEN\x10\x022\xe5\x05\n" +
+	"\x10ACTOR_TYPE_TOKEN\x10\x022\xf2\a\n" +
 	"\x05Users\x128\n" +
 	"\aGetUser\x12\x18.users.v1.GetUserRequest\x1a\x0e.users.v1.User\"\x03\x90\x02\x01\x12I\n" +
 	"\tListUsers\x12\x1a.users.v1.ListUsersRequest\x1a\x1b.users.v1.ListUsersResponse\"\x03\x90\x02\x01\x12G\n" +
@@ -1693,6 +1996,9 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\n" +
 	"DeleteUser\x12\x1b.users.v1.DeleteUserRequest\x1a\x1c.users.v1.DeleteUserResponse\x12=\n" +
 	"\fUndeleteUser\x12\x1d.users.v1.UndeleteUserRequest\x1a\x0e.users.v1.User\x12U\n" +
+	"\rBatchGetUsers\x12\x1e.users.v1.BatchGetUsersRequest\x1a\x1f.users.v1.BatchGetUsersResponse\"\x03\x90\x02\x01\x12Y\n" +
+	"\x10BatchCreateUsers\x12!.users.v1.BatchCreateUsersRequest\x1a\".users.v1.BatchCreateUsersResponse\x12Y\n" +
+	"\x10BatchDeleteUsers\x12!.users.v1.BatchDeleteUsersRequest\x1a\".users.v1.BatchDeleteUsersResponse\x12U\n" +
 	"\rListUserPosts\x12\x1e.users.v1.ListUserPostsRequest\x1a\x1f.users.v1.ListUserPostsResponse\"\x03\x90\x02\x01\x12S\n" +
 	"\x0eCreateUserPost\x12\x1f.users.v1.CreateUserPostRequest\x1a .users.v1.CreateUserPostResponse\x12E\n" +
 	"\n" +
@@ -1713,81 +2019,97 @@ func file_users_v1_users_proto_rawDescGZIP() []byte {
 }
 
 var file_users_v1_users_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_users_v1_users_proto_goTypes = []any{
-	(UserEvent_Kind)(0),            // 0: users.v1.UserEvent.Kind
-	(UserEvent_ActorType)(0),       // 1: users.v1.UserEvent.ActorType
-	(*GetUserRequest)(nil),         // 2: users.v1.GetUserRequest
-	(*User)(nil),                   // 3: users.v1.User
-	(*Post)(nil),                   // 4: users.v1.Post
-	(*ListUsersRequest)(nil),       // 5: users.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),      // 6: users.v1.ListUsersResponse
-	(*CreateUserRequest)(nil),      // 7: users.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),     // 8: users.v1.CreateUserResponse
-	(*ReplaceUserRequest)(nil),     // 9: users.v1.ReplaceUserRequest
-	(*ReplaceUserResponse)(nil),    // 10: users.v1.ReplaceUserResponse
-	(*UpdateUserRequest)(nil),      // 11: users.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),     // 12: users.v1.UpdateUserResponse
-	(*DeleteUserRequest)(nil),      // 13: users.v1.DeleteUserRequest
-	(*DeleteUserResponse)(nil),     // 14: users.v1.DeleteUserResponse
-	(*UndeleteUserRequest)(nil),    // 15: users.v1.UndeleteUserRequest
-	(*ListUserPostsRequest)(nil),   // 16: users.v1.ListUserPostsRequest
-	(*ListUserPostsResponse)(nil),  // 17: users.v1.ListUserPostsResponse
-	(*CreateUserPostRequest)(nil),  // 18: users.v1.CreateUserPostRequest
-	(*CreateUserPostResponse)(nil), // 19: users.v1.CreateUserPostResponse
-	(*WatchUsersRequest)(nil),      // 20: users.v1.WatchUsersRequest
-	(*UserEvent)(nil),              // 21: users.v1.UserEvent
-	nil,                            // 22: users.v1.User.LabelsEntry
-	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 24: google.protobuf.FieldMask
+	(UserEvent_Kind)(0),              // 0: users.v1.UserEvent.Kind
+	(UserEvent_ActorType)(0),         // 1: users.v1.UserEvent.ActorType
+	(*GetUserRequest)(nil),           // 2: users.v1.GetUserRequest
+	(*User)(nil),                     // 3: users.v1.User
+	(*Post)(nil),                     // 4: users.v1.Post
+	(*ListUsersRequest)(nil),         // 5: users.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),        // 6: users.v1.ListUsersResponse
+	(*CreateUserRequest)(nil),        // 7: users.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),       // 8: users.v1.CreateUserResponse
+	(*ReplaceUserRequest)(nil),       // 9: users.v1.ReplaceUserRequest
+	(*ReplaceUserResponse)(nil),      // 10: users.v1.ReplaceUserResponse
+	(*UpdateUserRequest)(nil),        // 11: users.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),       // 12: users.v1.UpdateUserResponse
+	(*DeleteUserRequest)(nil),        // 13: users.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),       // 14: users.v1.DeleteUserResponse
+	(*UndeleteUserRequest)(nil),      // 15: users.v1.UndeleteUserRequest
+	(*BatchGetUsersRequest)(nil),     // 16: users.v1.BatchGetUsersRequest
+	(*BatchGetUsersResponse)(nil),    // 17: users.v1.BatchGetUsersResponse
+	(*BatchCreateUsersRequest)(nil),  // 18: users.v1.BatchCreateUsersRequest
+	(*BatchCreateUsersResponse)(nil), // 19: users.v1.BatchCreateUsersResponse
+	(*BatchDeleteUsersRequest)(nil),  // 20: users.v1.BatchDeleteUsersRequest
+	(*BatchDeleteUsersResponse)(nil), // 21: users.v1.BatchDeleteUsersResponse
+	(*ListUserPostsRequest)(nil),     // 22: users.v1.ListUserPostsRequest
+	(*ListUserPostsResponse)(nil),    // 23: users.v1.ListUserPostsResponse
+	(*CreateUserPostRequest)(nil),    // 24: users.v1.CreateUserPostRequest
+	(*CreateUserPostResponse)(nil),   // 25: users.v1.CreateUserPostResponse
+	(*WatchUsersRequest)(nil),        // 26: users.v1.WatchUsersRequest
+	(*UserEvent)(nil),                // 27: users.v1.UserEvent
+	nil,                              // 28: users.v1.User.LabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 29: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 30: google.protobuf.FieldMask
 }
 var file_users_v1_users_proto_depIdxs = []int32{
-	23, // 0: users.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	23, // 1: users.v1.User.updated_at:type_name -> google.protobuf.Timestamp
-	22, // 2: users.v1.User.labels:type_name -> users.v1.User.LabelsEntry
-	23, // 3: users.v1.User.delete_time:type_name -> google.protobuf.Timestamp
-	23, // 4: users.v1.User.purge_time:type_name -> google.protobuf.Timestamp
-	23, // 5: users.v1.Post.created_at:type_name -> google.protobuf.Timestamp
+	29, // 0: users.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	29, // 1: users.v1.User.updated_at:type_name -> google.protobuf.Timestamp
+	28, // 2: users.v1.User.labels:type_name -> users.v1.User.LabelsEntry
+	29, // 3: users.v1.User.delete_time:type_name -> google.protobuf.Timestamp
+	29, // 4: users.v1.User.purge_time:type_name -> google.protobuf.Timestamp
+	29, // 5: users.v1.Post.created_at:type_name -> google.protobuf.Timestamp
 	3,  // 6: users.v1.ListUsersResponse.users:type_name -> users.v1.User
 	3,  // 7: users.v1.CreateUserRequest.user:type_name -> users.v1.User
 	3,  // 8: users.v1.CreateUserResponse.user:type_name -> users.v1.User
 	3,  // 9: users.v1.ReplaceUserRequest.user:type_name -> users.v1.User
 	3,  // 10: users.v1.ReplaceUserResponse.user:type_name -> users.v1.User
 	3,  // 11: users.v1.UpdateUserRequest.user:type_name -> users.v1.User
-	24, // 12: users.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	30, // 12: users.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
 	3,  // 13: users.v1.UpdateUserResponse.user:type_name -> users.v1.User
 	3,  // 14: users.v1.DeleteUserResponse.user:type_name -> users.v1.User
-	4,  // 15: users.v1.ListUserPostsResponse.posts:type_name -> users.v1.Post
-	4,  // 16: users.v1.CreateUserPostRequest.post:type_name -> users.v1.Post
-	4,  // 17: users.v1.CreateUserPostResponse.post:type_name -> users.v1.Post
-	0,  // 18: users.v1.UserEvent.kind:type_name -> users.v1.UserEvent.Kind
-	3,  // 19: users.v1.UserEvent.user:type_name -> users.v1.User
-	1,  // 20: users.v1.UserEvent.actor_type:type_name -> users.v1.UserEvent.ActorType
-	2,  // 21: users.v1.Users.GetUser:input_type -> users.v1.GetUserRequest
-	5,  // 22: users.v1.Users.ListUsers:input_type -> users.v1.ListUsersRequest
-	7,  // 23: users.v1.Users.CreateUser:input_type -> users.v1.CreateUserRequest
-	9,  // 24: users.v1.Users.ReplaceUser:input_type -> users.v1.ReplaceUserRequest
-	11, // 25: users.v1.Users.UpdateUser:input_type -> users.v1.UpdateUserRequest
-	13, // 26: users.v1.Users.DeleteUser:input_type -> users.v1.DeleteUserRequest
-	15, // 27: users.v1.Users.UndeleteUser:input_type -> users.v1.UndeleteUserRequest
-	16, // 28: users.v1.Users.ListUserPosts:input_type -> users.v1.ListUserPostsRequest
-	18, // 29: users.v1.Users.CreateUserPost:input_type -> users.v1.CreateUserPostRequest
-	20, // 30: users.v1.Users.WatchUsers:input_type -> users.v1.WatchUsersRequest
-	3,  // 31: users.v1.Users.GetUser:output_type -> users.v1.User
-	6,  // 32: users.v1.Users.ListUsers:output_type -> users.v1.ListUsersResponse
-	8,  // 33: users.v1.Users.CreateUser:output_type -> users.v1.CreateUserResponse
-	10, // 34: users.v1.Users.ReplaceUser:output_type -> users.v1.ReplaceUserResponse
-	12, // 35: users.v1.Users.UpdateUser:output_type -> users.v1.UpdateUserResponse
-	14, // 36: users.v1.Users.DeleteUser:output_type -> users.v1.DeleteUserResponse
-	3,  // 37: users.v1.Users.UndeleteUser:output_type -> users.v1.User
-	17, // 38: users.v1.Users.ListUserPosts:output_type -> users.v1.ListUserPostsResponse
-	19, // 39: users.v1.Users.CreateUserPost:output_type -> users.v1.CreateUserPostResponse
-	21, // 40: users.v1.Users.WatchUsers:output_type -> users.v1.UserEvent
-	31, // [31:41] is the sub-list for method output_type
-	21, // [21:31] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	3,  // 15: users.v1.BatchGetUsersResponse.users:type_name -> users.v1.User
+	7,  // 16: users.v1.BatchCreateUsersRequest.requests:type_name -> users.v1.CreateUserRequest
+	3,  // 17: users.v1.BatchCreateUsersResponse.users:type_name -> users.v1.User
+	3,  // 18: users.v1.BatchDeleteUsersResponse.users:type_name -> users.v1.User
+	4,  // 19: users.v1.ListUserPostsResponse.posts:type_name -> users.v1.Post
+	4,  // 20: users.v1.CreateUserPostRequest.post:type_name -> users.v1.Post
+	4,  // 21: users.v1.CreateUserPostResponse.post:type_name -> users.v1.Post
+	0,  // 22: users.v1.UserEvent.kind:type_name -> users.v1.UserEvent.Kind
+	3,  // 23: users.v1.UserEvent.user:type_name -> users.v1.User
+	1,  // 24: users.v1.UserEvent.actor_type:type_name -> users.v1.UserEvent.ActorType
+	2,  // 25: users.v1.Users.GetUser:input_type -> users.v1.GetUserRequest
+	5,  // 26: users.v1.Users.ListUsers:input_type -> users.v1.ListUsersRequest
+	7,  // 27: users.v1.Users.CreateUser:input_type -> users.v1.CreateUserRequest
+	9,  // 28: users.v1.Users.ReplaceUser:input_type -> users.v1.ReplaceUserRequest
+	11, // 29: users.v1.Users.UpdateUser:input_type -> users.v1.UpdateUserRequest
+	13, // 30: users.v1.Users.DeleteUser:input_type -> users.v1.DeleteUserRequest
+	15, // 31: users.v1.Users.UndeleteUser:input_type -> users.v1.UndeleteUserRequest
+	16, // 32: users.v1.Users.BatchGetUsers:input_type -> users.v1.BatchGetUsersRequest
+	18, // 33: users.v1.Users.BatchCreateUsers:input_type -> users.v1.BatchCreateUsersRequest
+	20, // 34: users.v1.Users.BatchDeleteUsers:input_type -> users.v1.BatchDeleteUsersRequest
+	22, // 35: users.v1.Users.ListUserPosts:input_type -> users.v1.ListUserPostsRequest
+	24, // 36: users.v1.Users.CreateUserPost:input_type -> users.v1.CreateUserPostRequest
+	26, // 37: users.v1.Users.WatchUsers:input_type -> users.v1.WatchUsersRequest
+	3,  // 38: users.v1.Users.GetUser:output_type -> users.v1.User
+	6,  // 39: users.v1.Users.ListUsers:output_type -> users.v1.ListUsersResponse
+	8,  // 40: users.v1.Users.CreateUser:output_type -> users.v1.CreateUserResponse
+	10, // 41: users.v1.Users.ReplaceUser:output_type -> users.v1.ReplaceUserResponse
+	12, // 42: users.v1.Users.UpdateUser:output_type -> users.v1.UpdateUserResponse
+	14, // 43: users.v1.Users.DeleteUser:output_type -> users.v1.DeleteUserResponse
+	3,  // 44: users.v1.Users.UndeleteUser:output_type -> users.v1.User
+	17, // 45: users.v1.Users.BatchGetUsers:output_type -> users.v1.BatchGetUsersResponse
+	19, // 46: users.v1.Users.BatchCreateUsers:output_type -> users.v1.BatchCreateUsersResponse
+	21, // 47: users.v1.Users.BatchDeleteUsers:output_type -> users.v1.BatchDeleteUsersResponse
+	23, // 48: users.v1.Users.ListUserPosts:output_type -> users.v1.ListUserPostsResponse
+	25, // 49: users.v1.Users.CreateUserPost:output_type -> users.v1.CreateUserPostResponse
+	27, // 50: users.v1.Users.WatchUsers:output_type -> users.v1.UserEvent
+	38, // [38:51] is the sub-list for method output_type
+	25, // [25:38] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_users_v1_users_proto_init() }
@@ -1796,14 +2118,14 @@ func file_users_v1_users_proto_init() {
 		return
 	}
 	file_users_v1_users_proto_msgTypes[1].OneofWrappers = []any{}
-	file_users_v1_users_proto_msgTypes[18].OneofWrappers = []any{}
+	file_users_v1_users_proto_msgTypes[24].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_users_v1_users_proto_rawDesc), len(file_users_v1_users_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

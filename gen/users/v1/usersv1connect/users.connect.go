@@ -52,6 +52,12 @@ const (
 	UsersDeleteUserProcedure = "/users.v1.Users/DeleteUser"
 	// UsersUndeleteUserProcedure is the fully-qualified name of the Users's UndeleteUser RPC.
 	UsersUndeleteUserProcedure = "/users.v1.Users/UndeleteUser"
+	// UsersBatchGetUsersProcedure is the fully-qualified name of the Users's BatchGetUsers RPC.
+	UsersBatchGetUsersProcedure = "/users.v1.Users/BatchGetUsers"
+	// UsersBatchCreateUsersProcedure is the fully-qualified name of the Users's BatchCreateUsers RPC.
+	UsersBatchCreateUsersProcedure = "/users.v1.Users/BatchCreateUsers"
+	// UsersBatchDeleteUsersProcedure is the fully-qualified name of the Users's BatchDeleteUsers RPC.
+	UsersBatchDeleteUsersProcedure = "/users.v1.Users/BatchDeleteUsers"
 	// UsersListUserPostsProcedure is the fully-qualified name of the Users's ListUserPosts RPC.
 	UsersListUserPostsProcedure = "/users.v1.Users/ListUserPosts"
 	// UsersCreateUserPostProcedure is the fully-qualified name of the Users's CreateUserPost RPC.
@@ -84,6 +90,20 @@ type UsersClient interface {
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME AIP-164: Undelete answers the resource itself.
 	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE GetUser and UndeleteUser both answer the user itself (AIP-131, AIP-164).
 	UndeleteUser(context.Context, *v1.UndeleteUserRequest) (*v1.User, error)
+	// BatchGetUsers returns up to 1,000 users by id, in the order asked (AIP-231). An id asked twice
+	// is answered at each of its places. All or nothing: one missing or deleted user fails the whole
+	// call with NOT_FOUND, naming the first missing id.
+	BatchGetUsers(context.Context, *v1.BatchGetUsersRequest) (*v1.BatchGetUsersResponse, error)
+	// BatchCreateUsers creates up to 1,000 users in one transaction (AIP-233), in the order given: all
+	// of them or, when one is invalid or clashes on a unique field (with a stored user or with another
+	// of the batch), none, with an error that names the request's index. Each created user is one
+	// change in the change log, in the order of the requests.
+	BatchCreateUsers(context.Context, *v1.BatchCreateUsersRequest) (*v1.BatchCreateUsersResponse, error)
+	// BatchDeleteUsers deletes up to 1,000 users in one transaction (AIP-235), each as DeleteUser does
+	// without purge: kept, restorable, until its purge_time, or removed at once on a server whose
+	// retention is zero. All or nothing: one missing or deleted user fails the whole call with
+	// NOT_FOUND, naming it. Each deleted user is one change in the change log, in the order of ids.
+	BatchDeleteUsers(context.Context, *v1.BatchDeleteUsersRequest) (*v1.BatchDeleteUsersResponse, error)
 	// ListUserPosts returns one page of a user's posts, oldest first.
 	ListUserPosts(context.Context, *v1.ListUserPostsRequest) (*v1.ListUserPostsResponse, error)
 	// CreateUserPost adds a post to a user.
@@ -154,6 +174,25 @@ func NewUsersClient(httpClient connect.HTTPClient, baseURL string, opts ...conne
 			connect.WithSchema(usersMethods.ByName("UndeleteUser")),
 			connect.WithClientOptions(opts...),
 		),
+		batchGetUsers: connect.NewClient[v1.BatchGetUsersRequest, v1.BatchGetUsersResponse](
+			httpClient,
+			baseURL+UsersBatchGetUsersProcedure,
+			connect.WithSchema(usersMethods.ByName("BatchGetUsers")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		batchCreateUsers: connect.NewClient[v1.BatchCreateUsersRequest, v1.BatchCreateUsersResponse](
+			httpClient,
+			baseURL+UsersBatchCreateUsersProcedure,
+			connect.WithSchema(usersMethods.ByName("BatchCreateUsers")),
+			connect.WithClientOptions(opts...),
+		),
+		batchDeleteUsers: connect.NewClient[v1.BatchDeleteUsersRequest, v1.BatchDeleteUsersResponse](
+			httpClient,
+			baseURL+UsersBatchDeleteUsersProcedure,
+			connect.WithSchema(usersMethods.ByName("BatchDeleteUsers")),
+			connect.WithClientOptions(opts...),
+		),
 		listUserPosts: connect.NewClient[v1.ListUserPostsRequest, v1.ListUserPostsResponse](
 			httpClient,
 			baseURL+UsersListUserPostsProcedure,
@@ -179,16 +218,19 @@ func NewUsersClient(httpClient connect.HTTPClient, baseURL string, opts ...conne
 
 // usersClient implements UsersClient.
 type usersClient struct {
-	getUser        *connect.Client[v1.GetUserRequest, v1.User]
-	listUsers      *connect.Client[v1.ListUsersRequest, v1.ListUsersResponse]
-	createUser     *connect.Client[v1.CreateUserRequest, v1.CreateUserResponse]
-	replaceUser    *connect.Client[v1.ReplaceUserRequest, v1.ReplaceUserResponse]
-	updateUser     *connect.Client[v1.UpdateUserRequest, v1.UpdateUserResponse]
-	deleteUser     *connect.Client[v1.DeleteUserRequest, v1.DeleteUserResponse]
-	undeleteUser   *connect.Client[v1.UndeleteUserRequest, v1.User]
-	listUserPosts  *connect.Client[v1.ListUserPostsRequest, v1.ListUserPostsResponse]
-	createUserPost *connect.Client[v1.CreateUserPostRequest, v1.CreateUserPostResponse]
-	watchUsers     *connect.Client[v1.WatchUsersRequest, v1.UserEvent]
+	getUser          *connect.Client[v1.GetUserRequest, v1.User]
+	listUsers        *connect.Client[v1.ListUsersRequest, v1.ListUsersResponse]
+	createUser       *connect.Client[v1.CreateUserRequest, v1.CreateUserResponse]
+	replaceUser      *connect.Client[v1.ReplaceUserRequest, v1.ReplaceUserResponse]
+	updateUser       *connect.Client[v1.UpdateUserRequest, v1.UpdateUserResponse]
+	deleteUser       *connect.Client[v1.DeleteUserRequest, v1.DeleteUserResponse]
+	undeleteUser     *connect.Client[v1.UndeleteUserRequest, v1.User]
+	batchGetUsers    *connect.Client[v1.BatchGetUsersRequest, v1.BatchGetUsersResponse]
+	batchCreateUsers *connect.Client[v1.BatchCreateUsersRequest, v1.BatchCreateUsersResponse]
+	batchDeleteUsers *connect.Client[v1.BatchDeleteUsersRequest, v1.BatchDeleteUsersResponse]
+	listUserPosts    *connect.Client[v1.ListUserPostsRequest, v1.ListUserPostsResponse]
+	createUserPost   *connect.Client[v1.CreateUserPostRequest, v1.CreateUserPostResponse]
+	watchUsers       *connect.Client[v1.WatchUsersRequest, v1.UserEvent]
 }
 
 // GetUser calls users.v1.Users.GetUser.
@@ -254,6 +296,33 @@ func (c *usersClient) UndeleteUser(ctx context.Context, req *v1.UndeleteUserRequ
 	return nil, err
 }
 
+// BatchGetUsers calls users.v1.Users.BatchGetUsers.
+func (c *usersClient) BatchGetUsers(ctx context.Context, req *v1.BatchGetUsersRequest) (*v1.BatchGetUsersResponse, error) {
+	response, err := c.batchGetUsers.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// BatchCreateUsers calls users.v1.Users.BatchCreateUsers.
+func (c *usersClient) BatchCreateUsers(ctx context.Context, req *v1.BatchCreateUsersRequest) (*v1.BatchCreateUsersResponse, error) {
+	response, err := c.batchCreateUsers.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// BatchDeleteUsers calls users.v1.Users.BatchDeleteUsers.
+func (c *usersClient) BatchDeleteUsers(ctx context.Context, req *v1.BatchDeleteUsersRequest) (*v1.BatchDeleteUsersResponse, error) {
+	response, err := c.batchDeleteUsers.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // ListUserPosts calls users.v1.Users.ListUserPosts.
 func (c *usersClient) ListUserPosts(ctx context.Context, req *v1.ListUserPostsRequest) (*v1.ListUserPostsResponse, error) {
 	response, err := c.listUserPosts.CallUnary(ctx, connect.NewRequest(req))
@@ -301,6 +370,20 @@ type UsersHandler interface {
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME AIP-164: Undelete answers the resource itself.
 	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE GetUser and UndeleteUser both answer the user itself (AIP-131, AIP-164).
 	UndeleteUser(context.Context, *v1.UndeleteUserRequest) (*v1.User, error)
+	// BatchGetUsers returns up to 1,000 users by id, in the order asked (AIP-231). An id asked twice
+	// is answered at each of its places. All or nothing: one missing or deleted user fails the whole
+	// call with NOT_FOUND, naming the first missing id.
+	BatchGetUsers(context.Context, *v1.BatchGetUsersRequest) (*v1.BatchGetUsersResponse, error)
+	// BatchCreateUsers creates up to 1,000 users in one transaction (AIP-233), in the order given: all
+	// of them or, when one is invalid or clashes on a unique field (with a stored user or with another
+	// of the batch), none, with an error that names the request's index. Each created user is one
+	// change in the change log, in the order of the requests.
+	BatchCreateUsers(context.Context, *v1.BatchCreateUsersRequest) (*v1.BatchCreateUsersResponse, error)
+	// BatchDeleteUsers deletes up to 1,000 users in one transaction (AIP-235), each as DeleteUser does
+	// without purge: kept, restorable, until its purge_time, or removed at once on a server whose
+	// retention is zero. All or nothing: one missing or deleted user fails the whole call with
+	// NOT_FOUND, naming it. Each deleted user is one change in the change log, in the order of ids.
+	BatchDeleteUsers(context.Context, *v1.BatchDeleteUsersRequest) (*v1.BatchDeleteUsersResponse, error)
 	// ListUserPosts returns one page of a user's posts, oldest first.
 	ListUserPosts(context.Context, *v1.ListUserPostsRequest) (*v1.ListUserPostsResponse, error)
 	// CreateUserPost adds a post to a user.
@@ -367,6 +450,25 @@ func NewUsersHandler(svc UsersHandler, opts ...connect.HandlerOption) (string, h
 		connect.WithSchema(usersMethods.ByName("UndeleteUser")),
 		connect.WithHandlerOptions(opts...),
 	)
+	usersBatchGetUsersHandler := connect.NewUnaryHandlerSimple(
+		UsersBatchGetUsersProcedure,
+		svc.BatchGetUsers,
+		connect.WithSchema(usersMethods.ByName("BatchGetUsers")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	usersBatchCreateUsersHandler := connect.NewUnaryHandlerSimple(
+		UsersBatchCreateUsersProcedure,
+		svc.BatchCreateUsers,
+		connect.WithSchema(usersMethods.ByName("BatchCreateUsers")),
+		connect.WithHandlerOptions(opts...),
+	)
+	usersBatchDeleteUsersHandler := connect.NewUnaryHandlerSimple(
+		UsersBatchDeleteUsersProcedure,
+		svc.BatchDeleteUsers,
+		connect.WithSchema(usersMethods.ByName("BatchDeleteUsers")),
+		connect.WithHandlerOptions(opts...),
+	)
 	usersListUserPostsHandler := connect.NewUnaryHandlerSimple(
 		UsersListUserPostsProcedure,
 		svc.ListUserPosts,
@@ -403,6 +505,12 @@ func NewUsersHandler(svc UsersHandler, opts ...connect.HandlerOption) (string, h
 			usersDeleteUserHandler.ServeHTTP(w, r)
 		case UsersUndeleteUserProcedure:
 			usersUndeleteUserHandler.ServeHTTP(w, r)
+		case UsersBatchGetUsersProcedure:
+			usersBatchGetUsersHandler.ServeHTTP(w, r)
+		case UsersBatchCreateUsersProcedure:
+			usersBatchCreateUsersHandler.ServeHTTP(w, r)
+		case UsersBatchDeleteUsersProcedure:
+			usersBatchDeleteUsersHandler.ServeHTTP(w, r)
 		case UsersListUserPostsProcedure:
 			usersListUserPostsHandler.ServeHTTP(w, r)
 		case UsersCreateUserPostProcedure:
@@ -444,6 +552,18 @@ func (UnimplementedUsersHandler) DeleteUser(context.Context, *v1.DeleteUserReque
 
 func (UnimplementedUsersHandler) UndeleteUser(context.Context, *v1.UndeleteUserRequest) (*v1.User, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Users.UndeleteUser is not implemented"))
+}
+
+func (UnimplementedUsersHandler) BatchGetUsers(context.Context, *v1.BatchGetUsersRequest) (*v1.BatchGetUsersResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Users.BatchGetUsers is not implemented"))
+}
+
+func (UnimplementedUsersHandler) BatchCreateUsers(context.Context, *v1.BatchCreateUsersRequest) (*v1.BatchCreateUsersResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Users.BatchCreateUsers is not implemented"))
+}
+
+func (UnimplementedUsersHandler) BatchDeleteUsers(context.Context, *v1.BatchDeleteUsersRequest) (*v1.BatchDeleteUsersResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Users.BatchDeleteUsers is not implemented"))
 }
 
 func (UnimplementedUsersHandler) ListUserPosts(context.Context, *v1.ListUserPostsRequest) (*v1.ListUserPostsResponse, error) {

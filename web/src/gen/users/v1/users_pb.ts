@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file users/v1/users.proto.
  */
 export const file_users_v1_users: GenFile = /*@__PURE__*/
-  fileDesc("ChR1c2Vycy92MS91c2Vycy5wcm90bxIIdXNlcnMudjEiHAoOR2V0VXNlclJlcXVlc3QSCgoCaWQYASABKAUi2AMKBFVzZXISCgoCaWQYASABKAUSDAoEbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGV0YWcYBiABKAkSEQoJdXNlcl9uYW1lGAcgASgJEhIKCmdpdmVuX25hbWUYCCABKAkSEwoLZmFtaWx5X25hbWUYCSABKAkSDQoFZW1haWwYCiABKAkSEwoLZXh0ZXJuYWxfaWQYCyABKAkSEwoGYWN0aXZlGAwgASgISACIAQESKgoGbGFiZWxzGA0gAygLMhoudXNlcnMudjEuVXNlci5MYWJlbHNFbnRyeRIvCgtkZWxldGVfdGltZRgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcHVyZ2VfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfYWN0aXZlInAKBFBvc3QSCgoCaWQYASABKAUSDwoHdXNlcl9pZBgCIAEoBRINCgV0aXRsZRgDIAEoCRIMCgRib2R5GAQgASgJEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpoBChBMaXN0VXNlcnNSZXF1ZXN0EgwKBHJvbGUYASABKAkSDAoEc29ydBgCIAEoCRIMCgRwYWdlGAMgASgFEg0KBWxpbWl0GAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkSEwoLbmFtZV9wcmVmaXgYBiABKAkSFAoMc2hvd19kZWxldGVkGAcgASgIEg4KBmZpbHRlchgIIAEoCSJgChFMaXN0VXNlcnNSZXNwb25zZRIdCgV1c2VycxgBIAMoCzIOLnVzZXJzLnYxLlVzZXISEwoLdG90YWxfY291bnQYAiABKAUSFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIkUKEUNyZWF0ZVVzZXJSZXF1ZXN0EhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyEhIKCnJlcXVlc3RfaWQYAiABKAkiMgoSQ3JlYXRlVXNlclJlc3BvbnNlEhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyIkwKElJlcGxhY2VVc2VyUmVxdWVzdBIKCgJpZBgBIAEoBRIcCgR1c2VyGAIgASgLMg4udXNlcnMudjEuVXNlchIMCgRldGFnGAMgASgJIjMKE1JlcGxhY2VVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIifAoRVXBkYXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSHAoEdXNlchgCIAEoCzIOLnVzZXJzLnYxLlVzZXISLwoLdXBkYXRlX21hc2sYAyABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrEgwKBGV0YWcYBCABKAkiMgoSVXBkYXRlVXNlclJlc3BvbnNlEhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyIjwKEURlbGV0ZVVzZXJSZXF1ZXN0EgoKAmlkGAEgASgFEgwKBGV0YWcYAiABKAkSDQoFcHVyZ2UYAyABKAgiMgoSRGVsZXRlVXNlclJlc3BvbnNlEhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyIi8KE1VuZGVsZXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSDAoEZXRhZxgCIAEoCSJYChRMaXN0VXNlclBvc3RzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgFEgwKBHBhZ2UYAiABKAUSDQoFbGltaXQYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJkChVMaXN0VXNlclBvc3RzUmVzcG9uc2USHQoFcG9zdHMYASADKAsyDi51c2Vycy52MS5Qb3N0EhMKC3RvdGFsX2NvdW50GAIgASgFEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSJaChVDcmVhdGVVc2VyUG9zdFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoBRIcCgRwb3N0GAIgASgLMg4udXNlcnMudjEuUG9zdBISCgpyZXF1ZXN0X2lkGAMgASgJIjYKFkNyZWF0ZVVzZXJQb3N0UmVzcG9uc2USHAoEcG9zdBgBIAEoCzIOLnVzZXJzLnYxLlBvc3QiUQoRV2F0Y2hVc2Vyc1JlcXVlc3QSGwoOYWZ0ZXJfc2VxdWVuY2UYASABKANIAIgBARIMCgRyb2xlGAIgASgJQhEKD19hZnRlcl9zZXF1ZW5jZSKKAwoJVXNlckV2ZW50EhAKCHNlcXVlbmNlGAEgASgDEiYKBGtpbmQYAiABKA4yGC51c2Vycy52MS5Vc2VyRXZlbnQuS2luZBIcCgR1c2VyGAMgASgLMg4udXNlcnMudjEuVXNlchINCgVhY3RvchgEIAEoCRIxCgphY3Rvcl90eXBlGAUgASgOMh0udXNlcnMudjEuVXNlckV2ZW50LkFjdG9yVHlwZSKLAQoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASEAoMS0lORF9DUkVBVEVEEAESEAoMS0lORF9VUERBVEVEEAISEAoMS0lORF9ERUxFVEVEEAMSEgoOS0lORF9IRUFSVEJFQVQQBBISCg5LSU5EX1VOREVMRVRFRBAFEg8KC0tJTkRfUFVSR0VEEAYiVQoJQWN0b3JUeXBlEhoKFkFDVE9SX1RZUEVfVU5TUEVDSUZJRUQQABIWChJBQ1RPUl9UWVBFX0FQSV9LRVkQARIUChBBQ1RPUl9UWVBFX1RPS0VOEAIy5QUKBVVzZXJzEjgKB0dldFVzZXISGC51c2Vycy52MS5HZXRVc2VyUmVxdWVzdBoOLnVzZXJzLnYxLlVzZXIiA5ACARJJCglMaXN0VXNlcnMSGi51c2Vycy52MS5MaXN0VXNlcnNSZXF1ZXN0GhsudXNlcnMudjEuTGlzdFVzZXJzUmVzcG9uc2UiA5ACARJHCgpDcmVhdGVVc2VyEhsudXNlcnMudjEuQ3JlYXRlVXNlclJlcXVlc3QaHC51c2Vycy52MS5DcmVhdGVVc2VyUmVzcG9uc2USSgoLUmVwbGFjZVVzZXISHC51c2Vycy52MS5SZXBsYWNlVXNlclJlcXVlc3QaHS51c2Vycy52MS5SZXBsYWNlVXNlclJlc3BvbnNlEkcKClVwZGF0ZVVzZXISGy51c2Vycy52MS5VcGRhdGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLlVwZGF0ZVVzZXJSZXNwb25zZRJHCgpEZWxldGVVc2VyEhsudXNlcnMudjEuRGVsZXRlVXNlclJlcXVlc3QaHC51c2Vycy52MS5EZWxldGVVc2VyUmVzcG9uc2USPQoMVW5kZWxldGVVc2VyEh0udXNlcnMudjEuVW5kZWxldGVVc2VyUmVxdWVzdBoOLnVzZXJzLnYxLlVzZXISVQoNTGlzdFVzZXJQb3N0cxIeLnVzZXJzLnYxLkxpc3RVc2VyUG9zdHNSZXF1ZXN0Gh8udXNlcnMudjEuTGlzdFVzZXJQb3N0c1Jlc3BvbnNlIgOQAgESUwoOQ3JlYXRlVXNlclBvc3QSHy51c2Vycy52MS5DcmVhdGVVc2VyUG9zdFJlcXVlc3QaIC51c2Vycy52MS5DcmVhdGVVc2VyUG9zdFJlc3BvbnNlEkUKCldhdGNoVXNlcnMSGy51c2Vycy52MS5XYXRjaFVzZXJzUmVxdWVzdBoTLnVzZXJzLnYxLlVzZXJFdmVudCIDkAIBMAFCeAoMY29tLnVzZXJzLnYxQgpVc2Vyc1Byb3RvUAFaG3VzZXJzZC9nZW4vdXNlcnMvdjE7dXNlcnN2MaICA1VYWKoCCFVzZXJzLlYxygIIVXNlcnNcVjHiAhRVc2Vyc1xWMVxHUEJNZXRhZGF0YeoCCVVzZXJzOjpWMWIGcHJvdG8z", [file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("ChR1c2Vycy92MS91c2Vycy5wcm90bxIIdXNlcnMudjEiHAoOR2V0VXNlclJlcXVlc3QSCgoCaWQYASABKAUi2AMKBFVzZXISCgoCaWQYASABKAUSDAoEbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGV0YWcYBiABKAkSEQoJdXNlcl9uYW1lGAcgASgJEhIKCmdpdmVuX25hbWUYCCABKAkSEwoLZmFtaWx5X25hbWUYCSABKAkSDQoFZW1haWwYCiABKAkSEwoLZXh0ZXJuYWxfaWQYCyABKAkSEwoGYWN0aXZlGAwgASgISACIAQESKgoGbGFiZWxzGA0gAygLMhoudXNlcnMudjEuVXNlci5MYWJlbHNFbnRyeRIvCgtkZWxldGVfdGltZRgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcHVyZ2VfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfYWN0aXZlInAKBFBvc3QSCgoCaWQYASABKAUSDwoHdXNlcl9pZBgCIAEoBRINCgV0aXRsZRgDIAEoCRIMCgRib2R5GAQgASgJEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpoBChBMaXN0VXNlcnNSZXF1ZXN0EgwKBHJvbGUYASABKAkSDAoEc29ydBgCIAEoCRIMCgRwYWdlGAMgASgFEg0KBWxpbWl0GAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkSEwoLbmFtZV9wcmVmaXgYBiABKAkSFAoMc2hvd19kZWxldGVkGAcgASgIEg4KBmZpbHRlchgIIAEoCSJgChFMaXN0VXNlcnNSZXNwb25zZRIdCgV1c2VycxgBIAMoCzIOLnVzZXJzLnYxLlVzZXISEwoLdG90YWxfY291bnQYAiABKAUSFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIkUKEUNyZWF0ZVVzZXJSZXF1ZXN0EhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyEhIKCnJlcXVlc3RfaWQYAiABKAkiMgoSQ3JlYXRlVXNlclJlc3BvbnNlEhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyIkwKElJlcGxhY2VVc2VyUmVxdWVzdBIKCgJpZBgBIAEoBRIcCgR1c2VyGAIgASgLMg4udXNlcnMudjEuVXNlchIMCgRldGFnGAMgASgJIjMKE1JlcGxhY2VVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIifAoRVXBkYXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSHAoEdXNlchgCIAEoCzIOLnVzZXJzLnYxLlVzZXISLwoLdXBkYXRlX21hc2sYAyABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrEgwKBGV0YWcYBCABKAkiMgoSVXBkYXRlVXNlclJlc3BvbnNlEhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyIjwKEURlbGV0ZVVzZXJSZXF1ZXN0EgoKAmlkGAEgASgFEgwKBGV0YWcYAiABKAkSDQoFcHVyZ2UYAyABKAgiMgoSRGVsZXRlVXNlclJlc3BvbnNlEhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyIi8KE1VuZGVsZXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSDAoEZXRhZxgCIAEoCSIjChRCYXRjaEdldFVzZXJzUmVxdWVzdBILCgNpZHMYASADKAUiNgoVQmF0Y2hHZXRVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlciJcChdCYXRjaENyZWF0ZVVzZXJzUmVxdWVzdBItCghyZXF1ZXN0cxgBIAMoCzIbLnVzZXJzLnYxLkNyZWF0ZVVzZXJSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYAiABKAkiOQoYQmF0Y2hDcmVhdGVVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlciImChdCYXRjaERlbGV0ZVVzZXJzUmVxdWVzdBILCgNpZHMYASADKAUiOQoYQmF0Y2hEZWxldGVVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlciJYChRMaXN0VXNlclBvc3RzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgFEgwKBHBhZ2UYAiABKAUSDQoFbGltaXQYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJkChVMaXN0VXNlclBvc3RzUmVzcG9uc2USHQoFcG9zdHMYASADKAsyDi51c2Vycy52MS5Qb3N0EhMKC3RvdGFsX2NvdW50GAIgASgFEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSJaChVDcmVhdGVVc2VyUG9zdFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoBRIcCgRwb3N0GAIgASgLMg4udXNlcnMudjEuUG9zdBISCgpyZXF1ZXN0X2lkGAMgASgJIjYKFkNyZWF0ZVVzZXJQb3N0UmVzcG9uc2USHAoEcG9zdBgBIAEoCzIOLnVzZXJzLnYxLlBvc3QiUQoRV2F0Y2hVc2Vyc1JlcXVlc3QSGwoOYWZ0ZXJfc2VxdWVuY2UYASABKANIAIgBARIMCgRyb2xlGAIgASgJQhEKD19hZnRlcl9zZXF1ZW5jZSKKAwoJVXNlckV2ZW50EhAKCHNlcXVlbmNlGAEgASgDEiYKBGtpbmQYAiABKA4yGC51c2Vycy52MS5Vc2VyRXZlbnQuS2luZBIcCgR1c2VyGAMgASgLMg4udXNlcnMudjEuVXNlchINCgVhY3RvchgEIAEoCRIxCgphY3Rvcl90eXBlGAUgASgOMh0udXNlcnMudjEuVXNlckV2ZW50LkFjdG9yVHlwZSKLAQoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASEAoMS0lORF9DUkVBVEVEEAESEAoMS0lORF9VUERBVEVEEAISEAoMS0lORF9ERUxFVEVEEAMSEgoOS0lORF9IRUFSVEJFQVQQBBISCg5LSU5EX1VOREVMRVRFRBAFEg8KC0tJTkRfUFVSR0VEEAYiVQoJQWN0b3JUeXBlEhoKFkFDVE9SX1RZUEVfVU5TUEVDSUZJRUQQABIWChJBQ1RPUl9UWVBFX0FQSV9LRVkQARIUChBBQ1RPUl9UWVBFX1RPS0VOEAIy8gcKBVVzZXJzEjgKB0dldFVzZXISGC51c2Vycy52MS5HZXRVc2VyUmVxdWVzdBoOLnVzZXJzLnYxLlVzZXIiA5ACARJJCglMaXN0VXNlcnMSGi51c2Vycy52MS5MaXN0VXNlcnNSZXF1ZXN0GhsudXNlcnMudjEuTGlzdFVzZXJzUmVzcG9uc2UiA5ACARJHCgpDcmVhdGVVc2VyEhsudXNlcnMudjEuQ3JlYXRlVXNlclJlcXVlc3QaHC51c2Vycy52MS5DcmVhdGVVc2VyUmVzcG9uc2USSgoLUmVwbGFjZVVzZXISHC51c2Vycy52MS5SZXBsYWNlVXNlclJlcXVlc3QaHS51c2Vycy52MS5SZXBsYWNlVXNlclJlc3BvbnNlEkcKClVwZGF0ZVVzZXISGy51c2Vycy52MS5VcGRhdGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLlVwZGF0ZVVzZXJSZXNwb25zZRJHCgpEZWxldGVVc2VyEhsudXNlcnMudjEuRGVsZXRlVXNlclJlcXVlc3QaHC51c2Vycy52MS5EZWxldGVVc2VyUmVzcG9uc2USPQoMVW5kZWxldGVVc2VyEh0udXNlcnMudjEuVW5kZWxldGVVc2VyUmVxdWVzdBoOLnVzZXJzLnYxLlVzZXISVQoNQmF0Y2hHZXRVc2VycxIeLnVzZXJzLnYxLkJhdGNoR2V0VXNlcnNSZXF1ZXN0Gh8udXNlcnMudjEuQmF0Y2hHZXRVc2Vyc1Jlc3BvbnNlIgOQAgESWQoQQmF0Y2hDcmVhdGVVc2VycxIhLnVzZXJzLnYxLkJhdGNoQ3JlYXRlVXNlcnNSZXF1ZXN0GiIudXNlcnMudjEuQmF0Y2hDcmVhdGVVc2Vyc1Jlc3BvbnNlElkKEEJhdGNoRGVsZXRlVXNlcnMSIS51c2Vycy52MS5CYXRjaERlbGV0ZVVzZXJzUmVxdWVzdBoiLnVzZXJzLnYxLkJhdGNoRGVsZXRlVXNlcnNSZXNwb25zZRJVCg1MaXN0VXNlclBvc3RzEh4udXNlcnMudjEuTGlzdFVzZXJQb3N0c1JlcXVlc3QaHy51c2Vycy52MS5MaXN0VXNlclBvc3RzUmVzcG9uc2UiA5ACARJTCg5DcmVhdGVVc2VyUG9zdBIfLnVzZXJzLnYxLkNyZWF0ZVVzZXJQb3N0UmVxdWVzdBogLnVzZXJzLnYxLkNyZWF0ZVVzZXJQb3N0UmVzcG9uc2USRQoKV2F0Y2hVc2VycxIbLnVzZXJzLnYxLldhdGNoVXNlcnNSZXF1ZXN0GhMudXNlcnMudjEuVXNlckV2ZW50IgOQAgEwAUJ4Cgxjb20udXNlcnMudjFCClVzZXJzUHJvdG9QAVobdXNlcnNkL2dlbi91c2Vycy92MTt1c2Vyc3YxogIDVVhYqgIIVXNlcnMuVjHKAghVc2Vyc1xWMeICFFVzZXJzXFYxXEdQQk1ldGFkYXRh6gIJVXNlcnM6OlYxYgZwcm90bzM", [file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * GetUserRequest names the user to read.
@@ -607,6 +607,143 @@ export const UndeleteUserRequestSchema: GenMessage<UndeleteUserRequest> = /*@__P
   messageDesc(file_users_v1_users, 13);
 
 /**
+ * BatchGetUsersRequest names the users to read.
+ *
+ * @generated from message users.v1.BatchGetUsersRequest
+ */
+export type BatchGetUsersRequest = Message<"users.v1.BatchGetUsersRequest"> & {
+  /**
+   * The users' ids, each positive; 1 to 1,000 of them. An id may be given more than once.
+   *
+   * @generated from field: repeated int32 ids = 1;
+   */
+  ids: number[];
+};
+
+/**
+ * Describes the message users.v1.BatchGetUsersRequest.
+ * Use `create(BatchGetUsersRequestSchema)` to create a new message.
+ */
+export const BatchGetUsersRequestSchema: GenMessage<BatchGetUsersRequest> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 14);
+
+/**
+ * BatchGetUsersResponse carries the users asked for.
+ *
+ * @generated from message users.v1.BatchGetUsersResponse
+ */
+export type BatchGetUsersResponse = Message<"users.v1.BatchGetUsersResponse"> & {
+  /**
+   * The users, one for each id of the request, in its order.
+   *
+   * @generated from field: repeated users.v1.User users = 1;
+   */
+  users: User[];
+};
+
+/**
+ * Describes the message users.v1.BatchGetUsersResponse.
+ * Use `create(BatchGetUsersResponseSchema)` to create a new message.
+ */
+export const BatchGetUsersResponseSchema: GenMessage<BatchGetUsersResponse> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 15);
+
+/**
+ * BatchCreateUsersRequest carries the users to create, all in one transaction.
+ *
+ * @generated from message users.v1.BatchCreateUsersRequest
+ */
+export type BatchCreateUsersRequest = Message<"users.v1.BatchCreateUsersRequest"> & {
+  /**
+   * The creates, 1 to 1,000 of them, each as for CreateUser; their own request_id must be empty,
+   * since the batch has one key for all of them.
+   *
+   * @generated from field: repeated users.v1.CreateUserRequest requests = 1;
+   */
+  requests: CreateUserRequest[];
+
+  /**
+   * Optional idempotency key of the whole batch, with the same rules as
+   * CreateUserRequest.request_id: a repeat with the same key and the same users answers what the
+   * first call answered and creates nothing.
+   *
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message users.v1.BatchCreateUsersRequest.
+ * Use `create(BatchCreateUsersRequestSchema)` to create a new message.
+ */
+export const BatchCreateUsersRequestSchema: GenMessage<BatchCreateUsersRequest> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 16);
+
+/**
+ * BatchCreateUsersResponse carries the created users.
+ *
+ * @generated from message users.v1.BatchCreateUsersResponse
+ */
+export type BatchCreateUsersResponse = Message<"users.v1.BatchCreateUsersResponse"> & {
+  /**
+   * The users as stored, in the order of the requests.
+   *
+   * @generated from field: repeated users.v1.User users = 1;
+   */
+  users: User[];
+};
+
+/**
+ * Describes the message users.v1.BatchCreateUsersResponse.
+ * Use `create(BatchCreateUsersResponseSchema)` to create a new message.
+ */
+export const BatchCreateUsersResponseSchema: GenMessage<BatchCreateUsersResponse> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 17);
+
+/**
+ * BatchDeleteUsersRequest names the users to delete, all in one transaction.
+ *
+ * @generated from message users.v1.BatchDeleteUsersRequest
+ */
+export type BatchDeleteUsersRequest = Message<"users.v1.BatchDeleteUsersRequest"> & {
+  /**
+   * The users' ids, each positive and each at most once; 1 to 1,000 of them.
+   *
+   * @generated from field: repeated int32 ids = 1;
+   */
+  ids: number[];
+};
+
+/**
+ * Describes the message users.v1.BatchDeleteUsersRequest.
+ * Use `create(BatchDeleteUsersRequestSchema)` to create a new message.
+ */
+export const BatchDeleteUsersRequestSchema: GenMessage<BatchDeleteUsersRequest> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 18);
+
+/**
+ * BatchDeleteUsersResponse carries the deleted users while they can still be restored.
+ *
+ * @generated from message users.v1.BatchDeleteUsersResponse
+ */
+export type BatchDeleteUsersResponse = Message<"users.v1.BatchDeleteUsersResponse"> & {
+  /**
+   * The users as deleted, with delete_time and purge_time, in the order of the request; empty when
+   * the server removed them at once.
+   *
+   * @generated from field: repeated users.v1.User users = 1;
+   */
+  users: User[];
+};
+
+/**
+ * Describes the message users.v1.BatchDeleteUsersResponse.
+ * Use `create(BatchDeleteUsersResponseSchema)` to create a new message.
+ */
+export const BatchDeleteUsersResponseSchema: GenMessage<BatchDeleteUsersResponse> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 19);
+
+/**
  * ListUserPostsRequest asks for one page of a user's posts, by page number or by page token.
  *
  * @generated from message users.v1.ListUserPostsRequest
@@ -647,7 +784,7 @@ export type ListUserPostsRequest = Message<"users.v1.ListUserPostsRequest"> & {
  * Use `create(ListUserPostsRequestSchema)` to create a new message.
  */
 export const ListUserPostsRequestSchema: GenMessage<ListUserPostsRequest> = /*@__PURE__*/
-  messageDesc(file_users_v1_users, 14);
+  messageDesc(file_users_v1_users, 20);
 
 /**
  * ListUserPostsResponse is one page of a user's posts.
@@ -682,7 +819,7 @@ export type ListUserPostsResponse = Message<"users.v1.ListUserPostsResponse"> & 
  * Use `create(ListUserPostsResponseSchema)` to create a new message.
  */
 export const ListUserPostsResponseSchema: GenMessage<ListUserPostsResponse> = /*@__PURE__*/
-  messageDesc(file_users_v1_users, 15);
+  messageDesc(file_users_v1_users, 21);
 
 /**
  * CreateUserPostRequest adds a post to a user.
@@ -717,7 +854,7 @@ export type CreateUserPostRequest = Message<"users.v1.CreateUserPostRequest"> & 
  * Use `create(CreateUserPostRequestSchema)` to create a new message.
  */
 export const CreateUserPostRequestSchema: GenMessage<CreateUserPostRequest> = /*@__PURE__*/
-  messageDesc(file_users_v1_users, 16);
+  messageDesc(file_users_v1_users, 22);
 
 /**
  * CreateUserPostResponse carries the created post.
@@ -738,7 +875,7 @@ export type CreateUserPostResponse = Message<"users.v1.CreateUserPostResponse"> 
  * Use `create(CreateUserPostResponseSchema)` to create a new message.
  */
 export const CreateUserPostResponseSchema: GenMessage<CreateUserPostResponse> = /*@__PURE__*/
-  messageDesc(file_users_v1_users, 17);
+  messageDesc(file_users_v1_users, 23);
 
 /**
  * WatchUsersRequest says where a watch starts and which users it follows.
@@ -768,7 +905,7 @@ export type WatchUsersRequest = Message<"users.v1.WatchUsersRequest"> & {
  * Use `create(WatchUsersRequestSchema)` to create a new message.
  */
 export const WatchUsersRequestSchema: GenMessage<WatchUsersRequest> = /*@__PURE__*/
-  messageDesc(file_users_v1_users, 18);
+  messageDesc(file_users_v1_users, 24);
 
 /**
  * UserEvent is one change of a user, or a heartbeat.
@@ -821,7 +958,7 @@ export type UserEvent = Message<"users.v1.UserEvent"> & {
  * Use `create(UserEventSchema)` to create a new message.
  */
 export const UserEventSchema: GenMessage<UserEvent> = /*@__PURE__*/
-  messageDesc(file_users_v1_users, 19);
+  messageDesc(file_users_v1_users, 25);
 
 /**
  * Kind says what happened.
@@ -884,7 +1021,7 @@ export enum UserEvent_Kind {
  * Describes the enum users.v1.UserEvent.Kind.
  */
 export const UserEvent_KindSchema: GenEnum<UserEvent_Kind> = /*@__PURE__*/
-  enumDesc(file_users_v1_users, 19, 0);
+  enumDesc(file_users_v1_users, 25, 0);
 
 /**
  * ActorType says which kind of credential actor names: an API key's name and a token's subject
@@ -919,7 +1056,7 @@ export enum UserEvent_ActorType {
  * Describes the enum users.v1.UserEvent.ActorType.
  */
 export const UserEvent_ActorTypeSchema: GenEnum<UserEvent_ActorType> = /*@__PURE__*/
-  enumDesc(file_users_v1_users, 19, 1);
+  enumDesc(file_users_v1_users, 25, 1);
 
 /**
  * Users manages users and their posts. Every REST route of the service is a thin adapter over one of
@@ -1010,6 +1147,44 @@ export const Users: GenService<{
     methodKind: "unary";
     input: typeof UndeleteUserRequestSchema;
     output: typeof UserSchema;
+  },
+  /**
+   * BatchGetUsers returns up to 1,000 users by id, in the order asked (AIP-231). An id asked twice
+   * is answered at each of its places. All or nothing: one missing or deleted user fails the whole
+   * call with NOT_FOUND, naming the first missing id.
+   *
+   * @generated from rpc users.v1.Users.BatchGetUsers
+   */
+  batchGetUsers: {
+    methodKind: "unary";
+    input: typeof BatchGetUsersRequestSchema;
+    output: typeof BatchGetUsersResponseSchema;
+  },
+  /**
+   * BatchCreateUsers creates up to 1,000 users in one transaction (AIP-233), in the order given: all
+   * of them or, when one is invalid or clashes on a unique field (with a stored user or with another
+   * of the batch), none, with an error that names the request's index. Each created user is one
+   * change in the change log, in the order of the requests.
+   *
+   * @generated from rpc users.v1.Users.BatchCreateUsers
+   */
+  batchCreateUsers: {
+    methodKind: "unary";
+    input: typeof BatchCreateUsersRequestSchema;
+    output: typeof BatchCreateUsersResponseSchema;
+  },
+  /**
+   * BatchDeleteUsers deletes up to 1,000 users in one transaction (AIP-235), each as DeleteUser does
+   * without purge: kept, restorable, until its purge_time, or removed at once on a server whose
+   * retention is zero. All or nothing: one missing or deleted user fails the whole call with
+   * NOT_FOUND, naming it. Each deleted user is one change in the change log, in the order of ids.
+   *
+   * @generated from rpc users.v1.Users.BatchDeleteUsers
+   */
+  batchDeleteUsers: {
+    methodKind: "unary";
+    input: typeof BatchDeleteUsersRequestSchema;
+    output: typeof BatchDeleteUsersResponseSchema;
   },
   /**
    * ListUserPosts returns one page of a user's posts, oldest first.

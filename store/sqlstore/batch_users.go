@@ -1,0 +1,268 @@
+// Batches of users (AIP-231, 233, 235): each is all or nothing, in a transaction of its own
+// (writeAlone) rather than a share of a group commit, since a batch already is many writes and
+// must commit or fail as one. The change log's triggers record one change per row, in the order
+// the rows are written, which is the batch's.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/bits"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"usersd/store"
+)
+
+// idsArgument is ids as the one argument of dialect.idsIn.
+func idsArgument(ids []int32) string {
+	encoded, _ := json.Marshal(ids) // a slice of integers always encodes
+	return string(encoded)
+}
+
+// BatchGetUsers reads the live users with ids in one statement, and answers them in the order of
+// ids, each as often as it is asked for.
+func (s *Store) BatchGetUsers(ctx context.Context, ids []int32) (_ []store.User, err error) {
+	defer s.classify(ctx, &err)
+	found := make(map[int32]store.User, len(ids))
+	err = s.onReader(ctx, func(db *sql.DB) error {
+		clear(found) // what a standby read before it failed is read again
+		rows, err := db.QueryContext(ctx, `SELECT `+userColumns+` FROM users WHERE id IN (`+s.dialect.idsIn+`)`+live, idsArgument(ids))
+		users, err := rowsOf(rows, err, scanUser)
+		if err != nil {
+			return fmt.Errorf("read a batch of users: %w", err)
+		}
+		for _, u := range users {
+			found[u.ID] = u
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.User, len(ids))
+	for i, id := range ids {
+		u, ok := found[id]
+		if !ok {
+			return nil, store.UserNotFound{ID: id}
+		}
+		out[i] = u
+	}
+	return out, nil
+}
+
+// CreateUsers inserts the users a statement of many rows at a time. When one of them clashes on a
+// unique value, the statements are undone and the users inserted again one by one, to name the
+// first that clashes (the slow way is only taken by a batch that fails), and the whole batch fails.
+func (s *Store) CreateUsers(ctx context.Context, users []store.NewUser, done *store.Completion[[]store.User]) (_ []store.User, err error) {
+	if len(users) == 0 {
+		return nil, errors.New("create users: the batch is empty")
+	}
+	defer s.announceChange(&err)
+	actor := store.ActorOf(ctx)
+	labels := make([]string, len(users))
+	size := 0
+	for i, nu := range users {
+		labels[i] = encodeLabels(nu.Labels)
+		size += len(nu.Name) + len(nu.Role) + identitySize(nu.Identity) + len(labels[i])
+	}
+	var created []store.User
+	err = s.writeAlone(ctx, size, func(ctx context.Context, tx writeTx) error {
+		now := micros(s.now())
+		var err error
+		if created, err = s.insertUsers(ctx, tx, users, labels, now, actor); err != nil {
+			return err
+		}
+		return complete(ctx, tx, done, created)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return created, nil
+}
+
+// insertUsers inserts users in order and returns them in that order, or the ItemError of the first
+// one that clashes on a unique value. The statements return the ids alone: every other column is
+// what the batch wrote, and reading it back would cost as much again.
+func (s *Store) insertUsers(ctx context.Context, tx writeTx, users []store.NewUser, labels []string, now int64, actor store.Actor) ([]store.User, error) {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT batch_insert`); err != nil {
+		return nil, fmt.Errorf("insert users: %w", err)
+	}
+	rowsPer := s.dialect.insertRows
+	created := make([]store.User, 0, len(users))
+	var clash error
+	var full *sql.Stmt // the statement of a whole chunk, prepared once for every chunk
+	defer func() {
+		if full != nil {
+			full.Close()
+		}
+	}()
+	for first, last := 0, 0; first < len(users); first = last {
+		last = first + chunkRows(len(users)-first, rowsPer)
+		query, args := insertManyStatement(users[first:last], labels[first:last], now, actor)
+		var rows *sql.Rows
+		var err error
+		switch {
+		case last-first < rowsPer || len(users) < 2*rowsPer:
+			rows, err = tx.QueryContext(ctx, query, args...)
+		case full == nil:
+			if full, err = tx.PrepareContext(ctx, query); err != nil {
+				return nil, fmt.Errorf("insert users: %w", err)
+			}
+			fallthrough
+		default:
+			rows, err = full.QueryContext(ctx, args...)
+		}
+		ids, err := rowsOf(rows, err, func(row scanner) (id int32, err error) { return id, row.Scan(&id) })
+		if err != nil {
+			if s.dialect.uniqueField(err) == "" {
+				return nil, fmt.Errorf("insert users: %w", err)
+			}
+			clash = err
+			break
+		}
+		if len(ids) != last-first {
+			return nil, fmt.Errorf("insert users: %d rows inserted of %d", len(ids), last-first)
+		}
+		// Ids are drawn in the order of the rows, whatever order RETURNING reads them back in.
+		slices.Sort(ids)
+		for i, id := range ids {
+			created = append(created, insertedUser(id, users[first+i], now))
+		}
+	}
+	if clash == nil {
+		if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT batch_insert`); err != nil {
+			return nil, fmt.Errorf("insert users: %w", err)
+		}
+		return created, nil
+	}
+	if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT batch_insert`); err != nil {
+		return nil, fmt.Errorf("insert users: %w (the batch met: %w)", err, clash)
+	}
+	for i, nu := range users {
+		if _, err := s.insertUser(ctx, tx, nu, labels[i], now, actor); err != nil {
+			return nil, store.ItemError{Index: i, Err: err}
+		}
+	}
+	// Inserted one by one, they all fit: the batch clashed with itself in a way the single
+	// inserts did not meet, which cannot be, so say what the batch met.
+	return nil, s.uniqueOr(fmt.Errorf("insert users: %w", clash))
+}
+
+// chunkRows is how many of the remaining users of a batch the next INSERT carries: rowsPer while
+// that many are left, then the largest power of two left, so that batches of every size use a
+// few statement texts, which the caches of prepared statements (the driver's, the server's) keep,
+// rather than one text per size, which would crowd the store's other statements out of them.
+func chunkRows(remaining, rowsPer int) int {
+	if remaining >= rowsPer {
+		return rowsPer
+	}
+	return 1 << (bits.Len(uint(remaining)) - 1)
+}
+
+// insertedUser is the user that insertManyStatement wrote from nu, with id, at now: as scanUser
+// would read it back.
+func insertedUser(id int32, nu store.NewUser, now int64) store.User {
+	at := fromMicros(now)
+	u := store.User{ID: id, Name: nu.Name, Role: nu.Role, CreatedAt: at, UpdatedAt: at, Version: 1, Identity: nu.Identity}
+	u.Labels = nil // as stored: a copy, and none rather than an empty map
+	if len(nu.Labels) > 0 {
+		u.Labels = maps.Clone(nu.Labels)
+	}
+	return u
+}
+
+// insertColumnsPerUser is how many of a row's values insertManyStatement takes from each user; the
+// time and the actor are the statement's first three arguments, shared by every row.
+const insertColumnsPerUser = 12
+
+// insertManyStatement is the INSERT of users, one row each, with its arguments.
+func insertManyStatement(users []store.NewUser, labels []string, now int64, actor store.Actor) (string, []any) {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO users (name, name_key, role, created_at, updated_at, version, changed_by, changed_by_type,
+		user_name, user_name_key, given_name, family_name, email, email_key, external_id, active, labels) VALUES `)
+	args := make([]any, 0, 3+insertColumnsPerUser*len(users))
+	args = append(args, now, actor.Name, int64(actor.Type))
+	for i, nu := range users {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		n := len(args) + 1
+		p := func(k int) string { return "$" + strconv.Itoa(n+k) }
+		fmt.Fprintf(&b, "(%s, %s, %s, $1, $1, 1, $2, $3, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+			p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8), p(9), p(10), p(11))
+		args = append(args, nu.Name, store.NameKey(nu.Name), nu.Role,
+			nu.UserName, store.NameKey(nu.UserName), nu.GivenName, nu.FamilyName, nu.Email, store.NameKey(nu.Email),
+			nu.ExternalID, !nu.Inactive, labels[i])
+	}
+	b.WriteString(` RETURNING id`)
+	return b.String(), args
+}
+
+// SoftDeleteUsers marks each user deleted, in the order of ids, with the statement of
+// SoftDeleteUser, so that the change log records the deletes in that order.
+func (s *Store) SoftDeleteUsers(ctx context.Context, ids []int32, purgeAt time.Time) (_ []store.User, err error) {
+	if purgeAt.IsZero() {
+		return nil, errors.New("soft delete of users: no purge time")
+	}
+	defer s.announceChange(&err)
+	actor := store.ActorOf(ctx)
+	var deletedUsers []store.User
+	err = s.writeAlone(ctx, 0, func(ctx context.Context, tx writeTx) error {
+		now := micros(s.now())
+		deletedUsers = make([]store.User, 0, len(ids))
+		for i, id := range ids {
+			row := tx.QueryRowContext(ctx,
+				`UPDATE users SET delete_time = $2, purge_time = $3, updated_at = $2, version = version + 1,
+				 changed_by = $4, changed_by_type = $5
+				 WHERE id = $1`+live+` RETURNING `+userColumns, id, now, micros(purgeAt), actor.Name, int64(actor.Type))
+			u, err := userResult(row, id)
+			if err != nil {
+				return batchItemError(i, id, err)
+			}
+			deletedUsers = append(deletedUsers, u)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return deletedUsers, nil
+}
+
+// DeleteUsers removes each user and its posts, in the order of ids, with the statements of
+// DeleteUser.
+func (s *Store) DeleteUsers(ctx context.Context, ids []int32) (err error) {
+	defer s.announceChange(&err)
+	actor := store.ActorOf(ctx)
+	return s.writeAlone(ctx, 0, func(ctx context.Context, tx writeTx) error {
+		for i, id := range ids {
+			res, err := tx.ExecContext(ctx, `UPDATE users SET changed_by = $2, changed_by_type = $3 WHERE id = $1`+live,
+				id, actor.Name, int64(actor.Type))
+			if ok, err := oneRowChanged(res, err); err != nil {
+				return fmt.Errorf("delete user %d: %w", id, err)
+			} else if !ok {
+				return store.ItemError{Index: i, Err: store.UserNotFound{ID: id}}
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM users WHERE id = $1`, id); err != nil {
+				return fmt.Errorf("delete user %d: %w", id, err)
+			}
+		}
+		return nil
+	})
+}
+
+// batchItemError is the error of the i-th item of a batch, user id: a missing user names its
+// index; any other error is the batch's own.
+func batchItemError(i int, id int32, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return store.ItemError{Index: i, Err: err}
+	}
+	return fmt.Errorf("user %d: %w", id, err)
+}
