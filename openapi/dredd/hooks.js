@@ -74,6 +74,8 @@ const provoke = {
   },
   404: async (t) => {
     withID(t, missingID);
+    if (t.origin.resourceName === '/users:batchGet') withQuery(t, `ids=${missingID}`);
+    if (t.origin.resourceName === '/users:batchDelete') t.request.body = JSON.stringify({ ids: [missingID] });
     return true;
   },
   // The resume point is newer than every change.
@@ -96,7 +98,10 @@ const provoke = {
   // The same idempotency key, first used for another request.
   422: async (t) => {
     const idempotencyKey = `dredd-${t.origin.resourceName}-${Date.now()}`;
-    const other = t.origin.resourceName === '/users' ? { name: 'Someone else' } : { title: 'Another post' };
+    const other = {
+      '/users': { name: 'Someone else' },
+      '/users:batchCreate': { requests: [{ user: { name: 'Someone else' } }] },
+    }[t.origin.resourceName] ?? { title: 'Another post' };
     await call('POST', t.fullPath, { headers: { 'Idempotency-Key': idempotencyKey }, body: other });
     t.request.headers['Idempotency-Key'] = idempotencyKey;
     return true;
@@ -179,6 +184,11 @@ hooks.beforeEach((t, done) => {
     if (isUserPath(t)) withID(t, user.id);
 
     const status = Number(t.expected.statusCode);
+    // A batch delete gets users of its own, so that the operations after it still have theirs.
+    if (t.origin.resourceName === '/users:batchDelete' && status === 200) {
+      const doomed = [await createUser('Dredd, to batch-delete'), await createUser('Dredd, to batch-delete too')];
+      t.request.body = JSON.stringify({ ids: doomed.map((u) => u.id) });
+    }
     // Only a deleted user can be restored: the restore and its failed precondition get one each.
     if (t.origin.resourceName === '/users/{id}:undelete' && (status === 200 || status === 412)) {
       const deleted = await createUser('Dredd, to restore');
