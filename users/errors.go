@@ -58,7 +58,14 @@ type Error struct {
 
 // NewError returns an Error with the code, reason and message.
 func NewError(code connect.Code, reason Reason, format string, args ...any) *Error {
-	return &Error{code: code, reason: reason, message: fmt.Sprintf(format, args...)}
+	return &Error{code: code, reason: reason, message: messageOf(format, args...)}
+}
+
+// messageOf is the error's message, always valid UTF-8: it may quote what a client sent, and the
+// details that carry it (google.rpc.BadRequest, a protobuf string) cannot hold invalid UTF-8, so
+// an invalid byte would cost the client the details of the error.
+func messageOf(format string, args ...any) string {
+	return strings.ToValidUTF8(fmt.Sprintf(format, args...), "\uFFFD")
 }
 
 func (e *Error) Error() string { return e.message }
@@ -104,13 +111,13 @@ func (e *Error) Unwrap() error { return e.cause }
 // request, or the header or parameter that stands for one) and the message says what is wrong
 // with it, naming it too, so that a client that reads only the message still knows.
 func InvalidField(field, format string, args ...any) *Error {
-	return &Error{code: connect.CodeInvalidArgument, reason: ReasonInvalidField, field: field, message: fmt.Sprintf(format, args...)}
+	return &Error{code: connect.CodeInvalidArgument, reason: ReasonInvalidField, field: field, message: messageOf(format, args...)}
 }
 
 // AlreadyExists is the error of a write that would give a user the value of a unique field that
 // another user holds: field names it as the client does, and nothing was written.
 func AlreadyExists(field, format string, args ...any) *Error {
-	return &Error{code: connect.CodeAlreadyExists, reason: ReasonAlreadyExists, field: field, message: fmt.Sprintf(format, args...)}
+	return &Error{code: connect.CodeAlreadyExists, reason: ReasonAlreadyExists, field: field, message: messageOf(format, args...)}
 }
 
 // codeError is an Error whose message is its cause's.
