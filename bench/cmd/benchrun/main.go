@@ -68,7 +68,9 @@ type runner struct {
 	cursorIDs []int32
 	// Expected pages and users, computed once per run (fixture.go can take seconds at 10M).
 	expected map[string][]int32
-	users    map[int32]fixture.User
+	// filterWants holds the filter scenarios' answers by size, then by kind (filters.go).
+	filterWants map[int]map[string]listWant
+	users       map[int32]fixture.User
 
 	mu         sync.Mutex
 	servers    map[*launch.Server]bool // running now, to stop on a signal

@@ -73,6 +73,7 @@ func scaleScenarios(n int, b backend) []scenario {
 			load: wrkLoad{conns: 16, path: "/users/{id}", ids: ids, step: step}, check: checkSpreadUser(ids * step),
 			compares: againstSmall("get", 2, "")},
 	}
+	scenarios = append(scenarios, filterScenarios(n, b, size, againstSmall)...)
 	if n == thousand {
 		scenarios = append(scenarios, scenario{id: scaleID("create", n, b), label: "usersd REST POST /users (with key), 16 conns, on a fresh " + size,
 			load: createLoad(16), check: checkTotal("limit=1", wantOneOfAll), creates: true})

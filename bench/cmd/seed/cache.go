@@ -25,7 +25,7 @@ import (
 
 // seedFormat changes whenever what the seeder writes changes without a migration changing (the
 // fixture's users, a column the seeder fills), so that the cache is seeded again.
-const seedFormat = "seed 3: fixture PCG(2026, 11), name_key, exact user_counts, unique user names and emails"
+const seedFormat = "seed 4: fixture PCG(2026, 11), name_key, exact user_counts, unique user names, emails and external ids, active, team labels"
 
 // schemaKey hashes the backend's migration files (names and statements) and seedFormat. Lines that
 // are only a comment are left out: rewording a migration's comments must not cost a ten-million

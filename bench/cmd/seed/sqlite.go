@@ -19,7 +19,7 @@ import (
 )
 
 // sqliteRowsPerInsert is how many users one INSERT statement carries: one statement per user spends
-// most of its time in database/sql and the driver rather than in SQLite. 11 columns x 200 rows stays
+// most of its time in database/sql and the driver rather than in SQLite. 14 columns x 200 rows stays
 // far below SQLite's limit of 32,766 parameters.
 const sqliteRowsPerInsert = 200
 
@@ -71,6 +71,14 @@ func seedSQLite(ctx context.Context, path string, n int) (fixture.Summary, error
 	}
 	phase("insert", start)
 
+	// The label side table that filters search, which the dropped label triggers would have kept.
+	t := time.Now()
+	if _, err := db.ExecContext(ctx, `INSERT INTO user_labels (user_id, key, value)
+		SELECT u.id, j.key, j.value FROM users AS u, json_each(u.labels) AS j WHERE u.labels <> '{}'`); err != nil {
+		return fixture.Summary{}, fmt.Errorf("fill user_labels: %w", err)
+	}
+	phase("user_labels", t)
+
 	for _, o := range saved {
 		t := time.Now()
 		if _, err := db.ExecContext(ctx, o.sql); err != nil {
@@ -81,7 +89,7 @@ func seedSQLite(ctx context.Context, path string, n int) (fixture.Summary, error
 		}
 	}
 
-	t := time.Now()
+	t = time.Now()
 	kept, err := recountUsers(ctx, path)
 	if err != nil {
 		return fixture.Summary{}, err
@@ -123,19 +131,21 @@ func sqliteUsersObjects(ctx context.Context, db *sql.DB) ([]schemaObject, error)
 }
 
 // insertSQLiteUsers appends users 1..n, sqliteRowsPerInsert a statement, sqliteRowsPerTx a
-// transaction, with their name search keys, user names and emails.
+// transaction, with their name search keys and identities.
 func insertSQLiteUsers(ctx context.Context, db *sql.DB, n int) (fixture.Summary, error) {
 	summary := fixture.NewSummary()
 	// Columns as in store/sqlstore/migrations/sqlite: times are Unix microseconds (UTC).
-	const columns = 11
+	names := append([]string{"id", "name", "name_key", "role", "created_at", "updated_at", "version"}, identityColumns...)
+	columns := len(names)
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", columns), ", ") + ")"
 	statement := func(rows int) string {
 		var b strings.Builder
-		b.WriteString(`INSERT INTO users (id, name, name_key, role, created_at, updated_at, version, user_name, user_name_key, email, email_key) VALUES `)
+		b.WriteString(`INSERT INTO users (` + strings.Join(names, ", ") + `) VALUES `)
 		for i := range rows {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			b.WriteString(row)
 		}
 		return b.String()
 	}
@@ -171,7 +181,7 @@ func insertSQLiteUsers(ctx context.Context, db *sql.DB, n int) (fixture.Summary,
 		summary.Add(u)
 		micros := u.CreatedAt.UnixMicro()
 		args = append(args, u.ID, u.Name, store.NameKey(u.Name), u.Role, micros, micros, u.Version)
-		args = append(args, seedIdentity(u.ID)...)
+		args = append(args, seedIdentity(u, sqliteBool)...)
 		if len(args) == cap(args) {
 			if err := flush(); err != nil {
 				return summary, err
@@ -189,6 +199,14 @@ func insertSQLiteUsers(ctx context.Context, db *sql.DB, n int) (fixture.Summary,
 		}
 	}
 	return summary, nil
+}
+
+// sqliteBool is how SQLite stores a boolean: 1 or 0.
+func sqliteBool(b bool) any {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // countSQLite counts the users of a usersd SQLite file, opening it as SQLite does after a crash
