@@ -36,9 +36,12 @@ func TestAWriteAnswersAtItsDeadlineThroughAPausedPooler(t *testing.T) {
 	const (
 		requestTimeout = 2 * time.Second
 		// Every writer answered before the pause ends shows that the deadline, not the pooler's
-		// resume, answered them: a bound on each answer nearer the deadline could break on a busy
-		// machine, and this one cannot hold unless the deadline works.
+		// resume, answered them.
 		pause = 30 * time.Second
+		// heldAnswerBound bounds each answer that the pause held: at its deadline, with room for a
+		// busy machine's scheduling, and far below the pause, so that an answer that waited for
+		// anything but the deadline cannot pass.
+		heldAnswerBound = 5 * requestTimeout
 	)
 	pooler := storetest.StartPgBouncer(t)
 	pooled, direct := pooler.Database(t)
@@ -115,6 +118,9 @@ func TestAWriteAnswersAtItsDeadlineThroughAPausedPooler(t *testing.T) {
 		case a.created:
 		case a.got == "deadline_exceeded" || strings.HasPrefix(a.got, "504 {\"error\":"):
 			refused++
+			if a.took > heldAnswerBound {
+				t.Errorf("create %s was answered %s after %v, want at its deadline (%v), at most %v", a.key, a.got, a.took.Round(time.Millisecond), requestTimeout, heldAnswerBound)
+			}
 		default:
 			t.Errorf("create %s through the paused pooler: %s (%v), want 201, 504 or deadline_exceeded", a.key, a.got, a.err)
 		}
