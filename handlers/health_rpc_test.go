@@ -1,11 +1,14 @@
 package handlers
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"io"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpcreflect"
@@ -76,27 +79,74 @@ func TestRPCHealthListAnswersEveryService(t *testing.T) {
 	}
 }
 
-// Reflection advertises only what is served: every method of every service it lists answers
-// something other than unimplemented.
-func TestRPCReflectionListsOnlyWhatIsServed(t *testing.T) {
+// TestRPCReflectionListsExactlyWhatIsServed: every service that reflection lists answers each of
+// its methods, and every service of this binary that answers a method is listed. A method counts
+// as served when a gRPC call of it gets anything but unimplemented: the gRPC protocol asks the
+// same of unary and streaming methods, and a streaming one that is served answers its headers.
+func TestRPCReflectionListsExactlyWhatIsServed(t *testing.T) {
 	s := startServer(t)
 	stream := grpcreflect.NewClient(apitest.H2CClient, s.BaseURL).NewStream(t.Context())
 	t.Cleanup(func() { _, _ = stream.Close() })
-	services, err := stream.ListServices()
+	listed, err := stream.ListServices()
 	apitest.RPCMust(t, "ListServices", err)
-	for _, name := range services {
-		d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
-		if err != nil {
-			t.Fatalf("reflection lists %s, which this binary does not know: %v", name, err)
+	isListed := map[protoreflect.FullName]bool{}
+	for _, name := range listed {
+		isListed[name] = true
+		if _, err := protoregistry.GlobalFiles.FindDescriptorByName(name); err != nil {
+			t.Errorf("reflection lists %s, which this binary does not know: %v", name, err)
 		}
-		methods := d.(protoreflect.ServiceDescriptor).Methods()
-		for i := range methods.Len() {
-			path := "/" + string(name) + "/" + string(methods.Get(i).Name())
-			res := s.Do(t, apitest.H2CClient, request{Method: "POST", Path: path, Header: apitest.JSONBody, Body: "{}"})
-			if res.Status == http.StatusNotImplemented || res.Status == http.StatusNotFound || strings.Contains(string(res.Body), `"unimplemented"`) {
-				t.Errorf("reflection lists %s, which answers %d %s", path, res.Status, res.Body)
+	}
+	protoregistry.GlobalFiles.RangeFiles(func(file protoreflect.FileDescriptor) bool {
+		for i := range file.Services().Len() {
+			service := file.Services().Get(i)
+			methods := service.Methods()
+			for j := range methods.Len() {
+				path := "/" + string(service.FullName()) + "/" + string(methods.Get(j).Name())
+				served := grpcMethodServed(t, s.BaseURL+path)
+				switch {
+				case isListed[service.FullName()] && !served:
+					t.Errorf("reflection lists %s, which answers unimplemented", path)
+				case !isListed[service.FullName()] && served:
+					t.Errorf("%s is served, but reflection does not list %s", path, service.FullName())
+				}
 			}
 		}
+		return true
+	})
+}
+
+// grpcMethodServed calls the method at url over gRPC (h2c) with one empty message, and reports
+// whether the answer is anything but unimplemented (grpc-status 12).
+func grpcMethodServed(t *testing.T, url string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(make([]byte, 5))) // an empty message, uncompressed
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/grpc+proto")
+	req.Header.Set("TE", "trailers")
+	res, err := apitest.H2CClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s over gRPC: %v", url, err)
+	}
+	defer res.Body.Close()
+	if status := res.Header.Get("Grpc-Status"); status != "" { // a trailers-only answer
+		return status != "12"
+	}
+	if res.StatusCode != http.StatusOK {
+		return res.StatusCode != http.StatusNotFound
+	}
+	// A stream that is served may go on: its headers say enough. A unary answer ends with its
+	// status in the trailers.
+	done := make(chan struct{})
+	go func() { io.Copy(io.Discard, res.Body); close(done) }()
+	select {
+	case <-done:
+		return res.Trailer.Get("Grpc-Status") != "12"
+	case <-time.After(time.Second):
+		return true
 	}
 }
 

@@ -20,6 +20,9 @@ import (
 	"usersd/handlers/static"
 	"usersd/openapi"
 	"usersd/web"
+
+	_ "google.golang.org/grpc/reflection/grpc_reflection_v1"      // reflection describes itself
+	_ "google.golang.org/grpc/reflection/grpc_reflection_v1alpha" // in both versions
 )
 
 // compressMinBytes is the smallest RPC answer that is compressed when the client accepts it.
@@ -52,7 +55,9 @@ func addRoutes(routes *routeTable, d deps) error {
 		{name: "Watch", reads: "it streams the serving status", stream: true},
 		{name: "List", reads: "it answers the serving status of every service"},
 	})
-	served := []string{usersv1connect.UsersName, health.ServiceName}
+	// Reflection describes every service served, itself included, as grpc-go's does (the blank
+	// imports of grpc's reflection packages register the descriptors it describes itself with).
+	served := []string{usersv1connect.UsersName, health.ServiceName, grpcreflect.ReflectV1ServiceName, grpcreflect.ReflectV1AlphaServiceName}
 	for _, extra := range d.ExtraServices {
 		addExtraService(routes, extra, rpcOptions)
 		served = append(served, string(extra.Descriptor.FullName()))
