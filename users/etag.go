@@ -3,6 +3,7 @@
 package users
 
 import (
+	"context"
 	"strconv"
 	"strings"
 
@@ -140,4 +141,15 @@ func holdsTag(tags []entityTag, wildcard bool, current string, weak bool) bool {
 		}
 	}
 	return false
+}
+
+// conditionalWrite begins a write on one user that etag conditions (a request's etag field or
+// If-Match): the versions it allows, and the context the write runs in (forWrite).
+func conditionalWrite(ctx context.Context, etag string) (context.Context, store.IfVersion, error) {
+	ifVersion, err := ifMatchVersions(etag)
+	if err != nil {
+		return ctx, nil, err
+	}
+	ctx, err = forWrite(ctx)
+	return ctx, ifVersion, err
 }

@@ -205,11 +205,8 @@ func (s *Service) ReplaceUser(ctx context.Context, req *usersv1.ReplaceUserReque
 	if err := checkUserFields(req.GetUser()); err != nil {
 		return nil, err
 	}
-	ifVersion, err := ifMatchVersions(req.GetEtag())
+	ctx, ifVersion, err := conditionalWrite(ctx, req.GetEtag())
 	if err != nil {
-		return nil, err
-	}
-	if ctx, err = forWrite(ctx); err != nil {
 		return nil, err
 	}
 	name, role := req.GetUser().GetName(), req.GetUser().GetRole()
@@ -235,11 +232,8 @@ func (s *Service) UpdateUser(ctx context.Context, req *usersv1.UpdateUserRequest
 	if err != nil {
 		return nil, err
 	}
-	ifVersion, err := ifMatchVersions(req.GetEtag())
+	ctx, ifVersion, err := conditionalWrite(ctx, req.GetEtag())
 	if err != nil {
-		return nil, err
-	}
-	if ctx, err = forWrite(ctx); err != nil {
 		return nil, err
 	}
 	var user store.User
@@ -266,11 +260,8 @@ func (s *Service) DeleteUser(ctx context.Context, req *usersv1.DeleteUserRequest
 	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
 	}
-	ifVersion, err := ifMatchVersions(req.GetEtag())
+	ctx, ifVersion, err := conditionalWrite(ctx, req.GetEtag())
 	if err != nil {
-		return nil, err
-	}
-	if ctx, err = forWrite(ctx); err != nil {
 		return nil, err
 	}
 	res := &usersv1.DeleteUserResponse{}
@@ -306,11 +297,8 @@ func (s *Service) UndeleteUser(ctx context.Context, req *usersv1.UndeleteUserReq
 	if err := checkID("id", req.GetId()); err != nil {
 		return nil, err
 	}
-	ifVersion, err := ifMatchVersions(req.GetEtag())
+	ctx, ifVersion, err := conditionalWrite(ctx, req.GetEtag())
 	if err != nil {
-		return nil, err
-	}
-	if ctx, err = forWrite(ctx); err != nil {
 		return nil, err
 	}
 	user, err := s.store.UndeleteUser(ctx, req.GetId(), ifVersion)
