@@ -148,12 +148,16 @@ func (r rangeRead) limited(limit int) statement {
 }
 
 // countStatement counts the users that q selects. Without a name search or a filter, the dialect
-// reads a kept count; with one, the statement counts the matches with the page's own conditions,
-// from the index that serves them (so a search costs what it matches; for a filter, see filter.go).
+// reads a kept count, as it does for the filters that kept counts serve (count_ranges.go); with
+// another, the statement counts the matches with the page's own conditions, from the index that
+// serves them (so a search costs what it matches; for a filter, see filter.go).
 func (d *dialect) countStatement(q store.UserQuery) (statement, error) {
 	if q.NamePrefix == "" && q.Filter == nil {
 		query, args := d.countUsers(q.Role, q.ShowDeleted)
 		return statement{query, args}, nil
+	}
+	if kept, ok := d.keptCount(q); ok {
+		return kept, nil
 	}
 	conditions, a, err := d.userFilter(q)
 	if err != nil {
