@@ -55,18 +55,21 @@ func countBucketsFrom(k bucketKind, rows string) string {
 		ON CONFLICT (kind, level, bucket) DO UPDATE SET n = user_count_buckets.n + excluded.n`, k.kind, rows, levelsTable(k))
 }
 
-// markBucketsWhole is the row that bucketsWhole looks for.
-const markBucketsWhole = `INSERT INTO user_count_buckets (kind, level, bucket, n) VALUES (0, 0, 0, 1) ON CONFLICT DO NOTHING`
+// markKeptCountsWhole is the row that keptCountsWhole looks for.
+const markKeptCountsWhole = `INSERT INTO user_count_buckets (kind, level, bucket, n) VALUES (0, 0, 0, 1) ON CONFLICT DO NOTHING`
 
-// recountBucketStatements rebuild the buckets from the users, for RecountUsers, which has emptied
-// the deltas before.
+// recountBucketStatements rebuild the buckets and the filters' scopes from the users, for
+// RecountUsers, which has emptied the deltas and the kept counts before.
 func recountBucketStatements() []string {
 	statements := []string{`DELETE FROM user_count_buckets`}
+	for _, q := range filterScopesOfUsers {
+		statements = append(statements, `INSERT INTO user_counts (scope, n) `+q)
+	}
 	for _, k := range bucketKinds {
 		statements = append(statements, countBucketsFrom(k,
 			`(SELECT `+k.column+` AS key, 1 AS delta FROM users WHERE delete_time IS NULL)`))
 	}
-	return append(statements, markBucketsWhole)
+	return append(statements, markKeptCountsWhole)
 }
 
 // foldBucketDeltas moves SQLite's bucket deltas (migration 0014) into the buckets in one short
@@ -142,18 +145,22 @@ func (s *Store) buildCountBuckets(ctx context.Context) (bool, error) {
 		}
 	}
 	var whole bool
-	if err := tx.QueryRowContext(ctx, `SELECT `+bucketsWhole).Scan(&whole); err != nil || whole {
+	if err := tx.QueryRowContext(ctx, `SELECT `+keptCountsWhole).Scan(&whole); err != nil || whole {
 		return whole, err
 	}
 	missing, err := missingBuckets(ctx, tx, s.dialect)
 	if err != nil {
 		return false, fmt.Errorf("read the count buckets: %w", err)
 	}
+	missingScopes, err := missingFilterScopes(ctx, tx, s.dialect)
+	if err != nil {
+		return false, fmt.Errorf("read the filters' kept counts: %w", err)
+	}
 	if s.dialect != &postgresDialect {
 		// SQLite's snapshot is done with; in memory, its connection is also the writer's.
 		tx.Rollback()
 	}
-	if err := s.addBuckets(ctx, missing); err != nil {
+	if err := s.addKeptCounts(ctx, missing, missingScopes); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -195,50 +202,112 @@ func missingBuckets(ctx context.Context, tx *sql.Tx, d *dialect) (bucketCounts, 
 	return missing, nil
 }
 
-// bucketsPerWrite is how many buckets one write transaction of addBuckets adds to, so that each
-// holds the writer (on SQLite) or the buckets' rows (where folds wait) only briefly.
-const bucketsPerWrite = 5000
+// keptPerWrite is how many kept counts one write transaction of addKeptCounts adds to, so that
+// each holds the writer (on SQLite) or the counts' rows (where folds wait) only briefly.
+const keptPerWrite = 5000
 
-// addBuckets adds counts to the kept buckets, in transactions of bucketsPerWrite buckets, and marks
-// them whole in the last. Until then counts do not read them, so the first ones may commit alone.
-func (s *Store) addBuckets(ctx context.Context, counts bucketCounts) error {
-	var rows [][4]int64
-	for k, n := range counts {
+// addKeptCounts adds counts to the kept buckets and scopes, in transactions of keptPerWrite rows,
+// and marks them whole in the last. Until then counts do not read them, so the first ones may
+// commit alone.
+func (s *Store) addKeptCounts(ctx context.Context, buckets bucketCounts, scopes map[string]int64) error {
+	var rows []keptRows
+	for k, n := range buckets {
 		if n != 0 {
-			rows = append(rows, [4]int64{k.kind, k.level, k.bucket, n})
+			rows = append(rows, keptRows{s.dialect.addBuckets, []any{k.kind, k.level, k.bucket, n}})
+		}
+	}
+	for scope, n := range scopes {
+		if n != 0 {
+			rows = append(rows, keptRows{s.dialect.addScopes, []any{scope, n}})
 		}
 	}
 	for {
-		batch := rows[:min(len(rows), bucketsPerWrite)]
+		batch := rows[:min(len(rows), keptPerWrite)]
 		rows = rows[len(batch):]
 		last := len(rows) == 0
-		if err := s.addBucketRows(ctx, batch, last); err != nil || last {
+		if err := s.addKeptRows(ctx, batch, last); err != nil || last {
 			return err
 		}
 	}
 }
 
-// addBucketRows adds one batch of rows (kind, level, bucket, n) in one transaction, and with
-// whole marks the buckets whole in it.
-func (s *Store) addBucketRows(ctx context.Context, rows [][4]int64, whole bool) error {
+// keptRows is one row to add to the kept counts, and the dialect's statement that adds such rows.
+type keptRows struct {
+	statement string
+	row       []any
+}
+
+// addKeptRows adds one batch of rows in one transaction, one statement per kind of row, and with
+// whole marks the kept counts whole in it.
+func (s *Store) addKeptRows(ctx context.Context, rows []keptRows, whole bool) error {
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	if len(rows) > 0 {
+	byStatement := map[string][][]any{}
+	for _, r := range rows {
+		byStatement[r.statement] = append(byStatement[r.statement], r.row)
+	}
+	for statement, rows := range byStatement {
 		encoded, err := json.Marshal(rows)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.dialect.addBuckets, string(encoded)); err != nil {
-			return fmt.Errorf("add to the count buckets: %w", err)
+		if _, err := tx.ExecContext(ctx, statement, string(encoded)); err != nil {
+			return fmt.Errorf("add to the kept counts: %w", err)
 		}
 	}
 	if whole {
-		if _, err := tx.ExecContext(ctx, markBucketsWhole); err != nil {
-			return fmt.Errorf("mark the count buckets whole: %w", err)
+		if _, err := tx.ExecContext(ctx, markKeptCountsWhole); err != nil {
+			return fmt.Errorf("mark the kept counts whole: %w", err)
 		}
 	}
 	return tx.Commit()
+}
+
+// filterScopesOfUsers count, from the users not deleted, the scopes of count_scopes.go.
+var filterScopesOfUsers = []string{
+	`SELECT '` + inactiveScope + `', COUNT(*) FROM users WHERE delete_time IS NULL AND NOT active HAVING COUNT(*) > 0`,
+	`SELECT 'label:' || l.key || '=' || l.value, COUNT(*) FROM user_labels AS l JOIN users AS u ON u.id = l.user_id
+	 WHERE u.delete_time IS NULL GROUP BY l.key, l.value`,
+}
+
+// keptFilterScopes is the condition of the scopes of count_scopes.go among the kept counts.
+const keptFilterScopes = `(scope = '` + inactiveScope + `' OR scope LIKE 'label:%')`
+
+// missingFilterScopes is, in tx's snapshot, what the users count in each scope of count_scopes.go
+// less what the kept counts and their pending deltas hold.
+func missingFilterScopes(ctx context.Context, tx *sql.Tx, d *dialect) (map[string]int64, error) {
+	queries := []struct {
+		query string
+		sign  int64
+	}{
+		{filterScopesOfUsers[0], 1},
+		{filterScopesOfUsers[1], 1},
+		{`SELECT scope, n FROM user_counts WHERE ` + keptFilterScopes, -1},
+	}
+	if d == &postgresDialect {
+		queries = append(queries, struct {
+			query string
+			sign  int64
+		}{`SELECT scope, SUM(delta) FROM user_count_deltas WHERE ` + keptFilterScopes + ` GROUP BY scope`, -1})
+	}
+	missing := map[string]int64{}
+	for _, q := range queries {
+		rows, err := tx.QueryContext(ctx, q.query)
+		counts, err := rowsOf(rows, err, func(row scanner) (c struct {
+			scope string
+			n     int64
+		}, err error) {
+			return c, row.Scan(&c.scope, &c.n)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range counts {
+			missing[c.scope] += q.sign * c.n
+		}
+	}
+	return missing, nil
 }

@@ -176,21 +176,9 @@ func comparedRange(k bucketKind, cmp store.Comparison, v int64, between bool) (k
 	return r, true
 }
 
-// keptCount is the statement of q's total from the kept counts, if q is a shape they serve: a list
-// without deleted users, role or name search, whose filter is one range of id or created_at.
-func (d *dialect) keptCount(q store.UserQuery) (statement, bool) {
-	if q.ShowDeleted || q.Role != "" || q.NamePrefix != "" || q.Filter == nil {
-		return statement{}, false
-	}
-	rf, ok := bucketRange(q.Filter)
-	if !ok {
-		return statement{}, false
-	}
-	return d.rangeCount(rf), true
-}
-
-// bucketsWhole is the condition that the buckets have been built (see buildCountBuckets).
-const bucketsWhole = `EXISTS (SELECT 1 FROM user_count_buckets WHERE kind = 0 AND level = 0 AND bucket = 0)`
+// keptCountsWhole is the condition that the buckets and the scopes of count_scopes.go have been
+// built (see buildCountBuckets).
+const keptCountsWhole = `EXISTS (SELECT 1 FROM user_count_buckets WHERE kind = 0 AND level = 0 AND bucket = 0)`
 
 // rangeCount counts the users not deleted whose key is in rf, in one statement, so that every part
 // reads the same snapshot: the whole buckets, plus the deltas not folded into them yet, plus the
@@ -219,7 +207,7 @@ func (d *dialect) rangeCount(rf rangeFilter) statement {
 		parts = append(parts, `(SELECT COUNT(*) FROM users WHERE delete_time IS NULL AND `+d.keyBetween(k.column, k, true, e, &a)+`)`)
 	}
 	direct := `(SELECT COUNT(*) FROM users WHERE delete_time IS NULL AND ` + d.keyBetween(k.column, k, true, r, &a) + `)`
-	return statement{`SELECT CASE WHEN ` + bucketsWhole + ` THEN ` + strings.Join(parts, " + ") + ` ELSE ` + direct + ` END`, a}
+	return statement{`SELECT CASE WHEN ` + keptCountsWhole + ` THEN ` + strings.Join(parts, " + ") + ` ELSE ` + direct + ` END`, a}
 }
 
 // keyBetween is the condition that column, of k's keys, lies in r, leaving out a bound at the
