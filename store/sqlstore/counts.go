@@ -54,7 +54,8 @@ func foldCountDeltas(ctx context.Context, db *sql.DB) error {
 // foldTimeout bounds one fold of the count deltas.
 const foldTimeout = 10 * time.Second
 
-// foldCountsUntilClosed runs the dialect's fold every foldCountsEvery until the store closes. A
+// foldCountsUntilClosed runs the dialect's fold every foldCountsEvery until the store closes (on
+// SQLite, the fold of the bucket deltas, count_buckets.go). A
 // failed fold (the database unreachable, say) is tried again at the next tick: the counts stay
 // exact meanwhile, only slower to read.
 func (s *Store) foldCountsUntilClosed(ctx context.Context) {
@@ -65,6 +66,9 @@ func (s *Store) foldCountsUntilClosed(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+			if s.refuseWrite() != nil {
+				continue // a SQLite file that is gone takes no write, as the requests' writes are refused
+			}
 			// A fold is short; one bounded by its own deadline cannot wait forever on a connection
 			// that died without a word (a fold with none once waited six minutes in a ping).
 			folding, cancel := context.WithTimeout(ctx, foldTimeout)
