@@ -271,10 +271,12 @@ var filterScopesOfUsers = []string{
 	`SELECT '` + inactiveScope + `', COUNT(*) FROM users WHERE delete_time IS NULL AND NOT active HAVING COUNT(*) > 0`,
 	`SELECT 'label:' || l.key || '=' || l.value, COUNT(*) FROM user_labels AS l JOIN users AS u ON u.id = l.user_id
 	 WHERE u.delete_time IS NULL GROUP BY l.key, l.value`,
+	`SELECT 'labelkey:' || l.key, COUNT(*) FROM user_labels AS l JOIN users AS u ON u.id = l.user_id
+	 WHERE u.delete_time IS NULL GROUP BY l.key`,
 }
 
 // keptFilterScopes is the condition of the scopes of count_scopes.go among the kept counts.
-const keptFilterScopes = `(scope = '` + inactiveScope + `' OR scope LIKE 'label:%')`
+const keptFilterScopes = `(scope = '` + inactiveScope + `' OR scope LIKE 'label:%' OR scope LIKE 'labelkey:%')`
 
 // missingFilterScopes is, in tx's snapshot, what the users count in each scope of count_scopes.go
 // less what the kept counts and their pending deltas hold.
@@ -285,6 +287,7 @@ func missingFilterScopes(ctx context.Context, tx *sql.Tx, d *dialect) (map[strin
 	}{
 		{filterScopesOfUsers[0], 1},
 		{filterScopesOfUsers[1], 1},
+		{filterScopesOfUsers[2], 1},
 		{`SELECT scope, n FROM user_counts WHERE ` + keptFilterScopes, -1},
 	}
 	if d == &postgresDialect {

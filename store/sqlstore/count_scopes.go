@@ -1,6 +1,7 @@
-// Exact totals of the filters on active and on a label's value, read from kept counts (migrations
-// sqlite/0015 and postgres/0022) instead of counting every match: a filter that keeps most users
-// (active = true) or a popular label would otherwise read millions of index entries per page.
+// Exact totals of the filters on active, on a label's value and on a label's key, read from kept
+// counts (migrations sqlite/0015 and postgres/0022) instead of counting every match: a filter that
+// keeps most users (active = true) or a popular label would otherwise read millions of index
+// entries per page.
 package sqlstore
 
 import (
@@ -14,15 +15,21 @@ const inactiveScope = "inactive"
 // never holds "=", so no two labels share a scope.
 func labelScope(key, value string) string { return "label:" + key + "=" + value }
 
+// labelKeyScope is the kept count of the users not deleted that have a label of key.
+func labelKeyScope(key string) string { return "labelkey:" + key }
+
 // scopeFilter is a filter that kept scopes answer: the count of plus less the count of minus
 // ("" for none).
 type scopeFilter struct {
 	plus, minus string
 }
 
-// keptScopes returns the scopes that answer f, if f is a comparison of active, or of a label's
-// value by =.
+// keptScopes returns the scopes that answer f, if f is a comparison of active, of a label's value
+// by =, or whether a label's key is there.
 func keptScopes(f *store.Filter) (scopeFilter, bool) {
+	if f.Op == store.FilterHasLabel {
+		return scopeFilter{plus: labelKeyScope(f.Key)}, true
+	}
 	if f.Op != store.FilterCompare {
 		return scopeFilter{}, false
 	}

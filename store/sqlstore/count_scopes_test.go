@@ -12,8 +12,8 @@ import (
 	"usersd/store"
 )
 
-// scopeFilters are the filters on active and on labels that kept counts serve, over the labels
-// the scope tests draw from.
+// scopeFilters are the filters on active, on labels' values and on labels' keys that kept counts
+// serve, over the labels the scope tests draw from.
 func scopeFilters() []store.Filter {
 	active := func(c store.Comparison, b bool) store.Filter {
 		return store.Filter{Op: store.FilterCompare, Field: store.FieldActive, Cmp: c, Value: store.FilterValue{Kind: store.ValueBool, Bool: b}}
@@ -23,6 +23,7 @@ func scopeFilters() []store.Filter {
 		active(store.CompareNotEqual, true), active(store.CompareNotEqual, false),
 	}
 	for _, key := range []string{"team", "tier", "absent"} {
+		filters = append(filters, store.Filter{Op: store.FilterHasLabel, Key: key})
 		for _, value := range []string{"a", "b", "c"} {
 			filters = append(filters, store.Filter{Op: store.FilterCompare, Field: store.FieldLabel, Key: key, Cmp: store.CompareEqual,
 				Value: store.FilterValue{Kind: store.ValueString, String: value}})

@@ -1,7 +1,7 @@
 -- Exact totals of the filters on active and on a label's value (count_scopes.go), kept beside the
 -- other counts of 0007 and 0017, by the same deltas and folds: 'inactive' counts the users not
--- deleted whose active is false, and 'label:<key>=<value>' those not deleted that have the label (a
--- key never holds "="). A user that is active and has no label, as most are, runs none of these
+-- deleted whose active is false, 'label:<key>=<value>' those not deleted that have the label (a key
+-- never holds "="), and 'labelkey:<key>' those not deleted that have a label of the key. A user that is active and has no label, as most are, runs none of these
 -- triggers. The counts of the users there are already are added by the build of the kept counts
 -- (count_buckets.go), from a snapshot after this commits, which marks them whole: until then
 -- totals read the users. This transaction only creates a function and triggers.
@@ -10,12 +10,14 @@ BEGIN
     IF TG_OP <> 'INSERT' AND OLD.delete_time IS NULL THEN
         INSERT INTO user_count_deltas (scope, delta)
         SELECT 'inactive', -1 WHERE NOT OLD.active
-        UNION ALL SELECT 'label:' || key || '=' || value, -1 FROM jsonb_each_text(OLD.labels::jsonb);
+        UNION ALL SELECT 'label:' || key || '=' || value, -1 FROM jsonb_each_text(OLD.labels::jsonb)
+        UNION ALL SELECT 'labelkey:' || key, -1 FROM jsonb_each_text(OLD.labels::jsonb);
     END IF;
     IF TG_OP <> 'DELETE' AND NEW.delete_time IS NULL THEN
         INSERT INTO user_count_deltas (scope, delta)
         SELECT 'inactive', 1 WHERE NOT NEW.active
-        UNION ALL SELECT 'label:' || key || '=' || value, 1 FROM jsonb_each_text(NEW.labels::jsonb);
+        UNION ALL SELECT 'label:' || key || '=' || value, 1 FROM jsonb_each_text(NEW.labels::jsonb)
+        UNION ALL SELECT 'labelkey:' || key, 1 FROM jsonb_each_text(NEW.labels::jsonb);
     END IF;
     RETURN NULL;
 END;
