@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -53,11 +54,11 @@ func foldCountDeltas(ctx context.Context, db *sql.DB) error {
 // foldTimeout bounds one fold of the count deltas.
 const foldTimeout = 10 * time.Second
 
-// foldCountsUntilClosed runs the dialect's fold every foldCountsEvery until the store closes. A
+// foldCountsUntilClosed runs the dialect's fold every foldCountsEvery until the store closes (on
+// SQLite, the fold of the bucket deltas, count_buckets.go). A
 // failed fold (the database unreachable, say) is tried again at the next tick: the counts stay
 // exact meanwhile, only slower to read.
 func (s *Store) foldCountsUntilClosed(ctx context.Context) {
-	defer close(s.folded)
 	ticker := time.NewTicker(foldCountsEvery)
 	defer ticker.Stop()
 	for {
@@ -65,6 +66,9 @@ func (s *Store) foldCountsUntilClosed(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+			if s.refuseWrite() != nil {
+				continue // a SQLite file that is gone takes no write, as the requests' writes are refused
+			}
 			// A fold is short; one bounded by its own deadline cannot wait forever on a connection
 			// that died without a word (a fold with none once waited six minutes in a ping).
 			folding, cancel := context.WithTimeout(ctx, foldTimeout)
@@ -93,17 +97,24 @@ var recountStatements = []string{
 // write meanwhile. On PostgreSQL it takes the fold's lock and empties the pending deltas, which the
 // recount includes.
 func (s *Store) RecountUsers(ctx context.Context) (map[string]int64, error) {
+	s.rebuilding.Lock()
+	defer s.rebuilding.Unlock()
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("recount users: %w", err)
 	}
 	defer tx.Rollback()
-	statements := recountStatements
-	if s.dialect.foldCounts != nil {
+	statements := slices.Concat(recountStatements, recountBucketStatements())
+	if s.dialect == &postgresDialect {
+		// The build's lock too: a build under way would add to the buckets what its snapshot
+		// found missing, after the recount.
 		statements = append([]string{
 			fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, int64(foldCountsLockKey)),
+			fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, int64(buildBucketsLockKey)),
 			`DELETE FROM user_count_deltas`,
 		}, statements...)
+	} else {
+		statements = append([]string{`DELETE FROM user_bucket_deltas`}, statements...)
 	}
 	for _, stmt := range statements {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {

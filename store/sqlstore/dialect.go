@@ -62,6 +62,18 @@ type dialect struct {
 	// foldCounts, when set, must run about once a second while the store is open, to keep what
 	// countUsers reads short (see counts.go).
 	foldCounts func(ctx context.Context, db *sql.DB) error
+	// bucketDeltas is the table of the deltas that the count buckets have not folded yet and the
+	// start of a WHERE that keeps them, to which a condition is added with AND (count_ranges.go).
+	bucketDeltas string
+	// keptScope is the expression of the kept count of the scope that placeholder p holds, with
+	// its pending deltas where the dialect has them (see countUsers).
+	keptScope func(p string) string
+	// addScopes adds to the kept counts the rows of $1, a JSON array of [scope, n]
+	// (count_buckets.go).
+	addScopes string
+	// addBuckets adds to the count buckets the rows of $1, a JSON array of [kind, level, bucket,
+	// n] (count_buckets.go).
+	addBuckets string
 }
 
 // countScope names the count of the users with role, or of all users when role is empty, that are

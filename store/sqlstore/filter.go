@@ -8,9 +8,11 @@
 // user_labels, which triggers keep from users.labels). name is served by its sort index too.
 // updated_at has no index: a filter on it alone reads the users in the sort order and tests each.
 //
-// Totals count with the same condition. An equality or a short range counts its index range; a
-// wide range (id or created_at across millions of users), a != or a NOT, counts every match, and
-// no kept count serves it: the kept counts (counts.go) only answer lists without a filter.
+// Totals count with the same condition, but for the filters that kept counts answer in a list
+// without deleted users, role or name search (list.go, keptCount): one range of id or created_at
+// (count_ranges.go), active by = or !=, a label's value by = and a label's key (count_scopes.go).
+// Otherwise an equality or a short range counts its index range, and a wide range under an AND,
+// an OR, a != of a string or a NOT counts every match.
 package sqlstore
 
 import (

@@ -148,18 +148,39 @@ func (r rangeRead) limited(limit int) statement {
 }
 
 // countStatement counts the users that q selects. Without a name search or a filter, the dialect
-// reads a kept count; with one, the statement counts the matches with the page's own conditions,
-// from the index that serves them (so a search costs what it matches; for a filter, see filter.go).
+// reads a kept count, as it does for the filters that kept counts serve (count_ranges.go); with
+// another, the statement counts the matches with the page's own conditions, from the index that
+// serves them (so a search costs what it matches; for a filter, see filter.go).
 func (d *dialect) countStatement(q store.UserQuery) (statement, error) {
 	if q.NamePrefix == "" && q.Filter == nil {
 		query, args := d.countUsers(q.Role, q.ShowDeleted)
 		return statement{query, args}, nil
+	}
+	if kept, ok, err := d.keptCount(q); ok || err != nil {
+		return kept, err
 	}
 	conditions, a, err := d.userFilter(q)
 	if err != nil {
 		return statement{}, err
 	}
 	return statement{`SELECT COUNT(*)` + d.from(q) + where(conditions), a}, nil
+}
+
+// keptCount is the statement of q's total from kept counts, if q is a shape they serve: a list
+// without deleted users, role or name search, whose filter is one range of id or created_at
+// (count_ranges.go), or a comparison of active or of a label's value (count_scopes.go).
+func (d *dialect) keptCount(q store.UserQuery) (statement, bool, error) {
+	if q.ShowDeleted || q.Role != "" || q.NamePrefix != "" || q.Filter == nil {
+		return statement{}, false, nil
+	}
+	if rf, ok := bucketRange(q.Filter); ok {
+		return d.rangeCount(rf), true, nil
+	}
+	if sf, ok := keptScopes(q.Filter); ok {
+		st, err := d.scopeCount(q.Filter, sf)
+		return st, err == nil, err
+	}
+	return statement{}, false, nil
 }
 
 // pageReads returns the reads of q's page, to be run in order until enough rows have come back:

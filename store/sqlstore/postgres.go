@@ -65,7 +65,19 @@ var postgresDialect = dialect{
 			COALESCE((SELECT SUM(delta) FROM user_count_deltas WHERE scope = $1), 0)`, []any{countScope(role)}
 	},
 	foldCounts: foldCountDeltas,
-	purgeLock:  `SELECT pg_try_advisory_xact_lock($1)`,
+	// The deltas of 'all' carry the user (migration 0021).
+	bucketDeltas: `user_count_deltas WHERE scope = 'all'`,
+	keptScope: func(p string) string {
+		return `(COALESCE((SELECT n FROM user_counts WHERE scope = ` + p + `), 0) +
+			COALESCE((SELECT SUM(delta) FROM user_count_deltas WHERE scope = ` + p + `), 0))`
+	},
+	addScopes: `INSERT INTO user_counts (scope, n)
+		SELECT e->>0, (e->>1)::bigint FROM json_array_elements($1::json) AS e
+		ON CONFLICT (scope) DO UPDATE SET n = user_counts.n + excluded.n`,
+	addBuckets: `INSERT INTO user_count_buckets (kind, level, bucket, n)
+		SELECT (e->>0)::smallint, (e->>1)::smallint, (e->>2)::bigint, (e->>3)::bigint FROM json_array_elements($1::json) AS e
+		ON CONFLICT (kind, level, bucket) DO UPDATE SET n = user_count_buckets.n + excluded.n`,
+	purgeLock: `SELECT pg_try_advisory_xact_lock($1)`,
 }
 
 // postgresCommitters is how many batches of writes a replica commits at once on PostgreSQL: a

@@ -59,6 +59,17 @@ var sqliteDialect = dialect{
 		}
 		return `SELECT COALESCE((SELECT n FROM user_counts WHERE scope = $1), 0)`, []any{countScope(role)}
 	},
+	// The bucket counts' deltas (migration 0014), folded by the one process that writes the file.
+	foldCounts:   foldBucketDeltas,
+	bucketDeltas: `user_bucket_deltas WHERE true`,
+	keptScope:    func(p string) string { return `COALESCE((SELECT n FROM user_counts WHERE scope = ` + p + `), 0)` },
+	addScopes: `INSERT INTO user_counts (scope, n)
+		SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each($1) WHERE true
+		ON CONFLICT (scope) DO UPDATE SET n = user_counts.n + excluded.n`,
+	addBuckets: `INSERT INTO user_count_buckets (kind, level, bucket, n)
+		SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]')
+		FROM json_each($1) WHERE true
+		ON CONFLICT (kind, level, bucket) DO UPDATE SET n = user_count_buckets.n + excluded.n`,
 }
 
 // SQLite result codes (https://sqlite.org/rescode.html); extended codes keep the primary code in

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"usersd/store"
@@ -30,10 +31,14 @@ type Store struct {
 	pinger *sql.DB
 	// now is the clock; times are kept to the microsecond, the precision every backend stores.
 	now func() time.Time
-	// stopFolding ends the background fold of the count deltas (counts.go), if the dialect has one;
-	// folded is closed when it has ended.
-	stopFolding context.CancelFunc
-	folded      chan struct{}
+	// stopBackground ends the background work on the kept counts: the fold of the count deltas
+	// (counts.go), if the dialect has one, and the build of the count buckets (count_buckets.go);
+	// background waits for it to end.
+	stopBackground context.CancelFunc
+	background     sync.WaitGroup
+	// rebuilding is held by a build of the count buckets and by RecountUsers, which must not
+	// interleave.
+	rebuilding sync.Mutex
 	// file watches the SQLite file under the connections; nil where there is none to watch.
 	file *fileGuard
 	// notices wakes the readers of the change log when a change may have been added (events.go).
@@ -172,12 +177,12 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if s.maxWrites > 1 {
 		s.batches = newCommitter(s.writer, s.dialect.committers, s.maxWrites, s.dialect.retryable, s.file.check, s.refuseWrite, s.kept)
 	}
+	var background context.Context
+	background, s.stopBackground = context.WithCancel(context.WithoutCancel(ctx))
 	if s.dialect.foldCounts != nil {
-		var folding context.Context
-		folding, s.stopFolding = context.WithCancel(context.WithoutCancel(ctx))
-		s.folded = make(chan struct{})
-		go s.foldCountsUntilClosed(folding)
+		s.background.Go(func() { s.foldCountsUntilClosed(background) })
 	}
+	s.background.Go(func() { s.buildBucketsUntilWhole(background) })
 	return s, nil
 }
 
@@ -310,9 +315,9 @@ func (s *Store) Close() error {
 	if s.standbys != nil {
 		err = s.standbys.close()
 	}
-	if s.stopFolding != nil {
-		s.stopFolding()
-		<-s.folded
+	if s.stopBackground != nil {
+		s.stopBackground()
+		s.background.Wait()
 	}
 	err = errors.Join(err, s.reader.Close())
 	if s.writer != s.reader {
