@@ -1,7 +1,7 @@
-// Exact totals of the filters on active, on a label's value and on a label's key, read from kept
-// counts (migrations sqlite/0015 and postgres/0022) instead of counting every match: a filter that
-// keeps most users (active = true) or a popular label would otherwise read millions of index
-// entries per page.
+// Exact totals of the filters on active, on a label's value, on a label's key and on the role, read
+// from kept counts (migrations sqlite/0015 and postgres/0022; the role's since sqlite/0003 and
+// postgres/0007) instead of counting every match: a filter that keeps most users (active = true),
+// a popular label or a common role would otherwise read millions of index entries per page.
 package sqlstore
 
 import (
@@ -25,7 +25,7 @@ type scopeFilter struct {
 }
 
 // keptScopes returns the scopes that answer f, if f is a comparison of active, of a label's value
-// by =, or whether a label's key is there.
+// by =, of the role by = or !=, or whether a label's key is there.
 func keptScopes(f *store.Filter) (scopeFilter, bool) {
 	if f.Op == store.FilterHasLabel {
 		return scopeFilter{plus: labelKeyScope(f.Key)}, true
@@ -42,6 +42,14 @@ func keptScopes(f *store.Filter) (scopeFilter, bool) {
 		return scopeFilter{plus: inactiveScope}, true
 	case f.Field == store.FieldLabel && f.Cmp == store.CompareEqual && f.Value.Kind == store.ValueString && !f.Value.Prefix:
 		return scopeFilter{plus: labelScope(f.Key, f.Value.String)}, true
+	case f.Field == store.FieldRole && f.Value.Kind == store.ValueString && !f.Value.Prefix &&
+		(f.Cmp == store.CompareEqual || f.Cmp == store.CompareNotEqual):
+		// The role's own count, which the lists by role read too ("role:" is the users without one).
+		role := "role:" + f.Value.String
+		if f.Cmp == store.CompareEqual {
+			return scopeFilter{plus: role}, true
+		}
+		return scopeFilter{plus: countScope(""), minus: role}, true
 	}
 	return scopeFilter{}, false
 }

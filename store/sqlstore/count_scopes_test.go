@@ -12,8 +12,8 @@ import (
 	"usersd/store"
 )
 
-// scopeFilters are the filters on active, on labels' values and on labels' keys that kept counts
-// serve, over the labels the scope tests draw from.
+// scopeFilters are the filters on active, on the role, on labels' values and on labels' keys that
+// kept counts serve, over the roles and labels the scope tests draw from.
 func scopeFilters() []store.Filter {
 	active := func(c store.Comparison, b bool) store.Filter {
 		return store.Filter{Op: store.FilterCompare, Field: store.FieldActive, Cmp: c, Value: store.FilterValue{Kind: store.ValueBool, Bool: b}}
@@ -21,6 +21,12 @@ func scopeFilters() []store.Filter {
 	filters := []store.Filter{
 		active(store.CompareEqual, true), active(store.CompareEqual, false),
 		active(store.CompareNotEqual, true), active(store.CompareNotEqual, false),
+	}
+	for _, role := range []string{"", "admin", "viewer", "absent"} {
+		for _, c := range []store.Comparison{store.CompareEqual, store.CompareNotEqual} {
+			filters = append(filters, store.Filter{Op: store.FilterCompare, Field: store.FieldRole, Cmp: c,
+				Value: store.FilterValue{Kind: store.ValueString, String: role}})
+		}
 	}
 	for _, key := range []string{"team", "tier", "absent"} {
 		filters = append(filters, store.Filter{Op: store.FilterHasLabel, Key: key})
@@ -46,8 +52,11 @@ func randomIdentity(rng *rand.Rand) store.Identity {
 	return id
 }
 
+// randomRole is one of the roles the scope tests draw from ("" for none).
+func randomRole(rng *rand.Rand) string { return []string{"", "admin", "viewer"}[rng.IntN(3)] }
+
 // scopeWrite makes one random write of the users in ids: a create, a batch create, a change of
-// active or labels, a soft delete, a restore, a purge or a delete. It returns the ids created.
+// active, labels or role, a soft delete, a restore, a purge or a delete. It returns the ids created.
 func scopeWrite(ctx context.Context, s *Store, rng *rand.Rand, ids []int32) ([]int32, error) {
 	id := int32(0)
 	if len(ids) > 0 {
@@ -57,7 +66,7 @@ func scopeWrite(ctx context.Context, s *Store, rng *rand.Rand, ids []int32) ([]i
 	switch draw := rng.IntN(9); {
 	case draw == 0 || id == 0:
 		var u store.User
-		u, err = s.CreateUser(ctx, store.NewUser{Name: "scoped", Identity: randomIdentity(rng)}, nil)
+		u, err = s.CreateUser(ctx, store.NewUser{Name: "scoped", Role: randomRole(rng), Identity: randomIdentity(rng)}, nil)
 		return []int32{u.ID}, err
 	case draw == 1:
 		var us []store.User
@@ -79,6 +88,9 @@ func scopeWrite(ctx context.Context, s *Store, rng *rand.Rand, ids []int32) ([]i
 	case draw == 4:
 		value := []string{"a", "b", "c"}[rng.IntN(3)]
 		_, err = s.UpdateUser(ctx, id, store.UserChanges{LabelChanges: map[string]*string{"team": &value, "tier": nil}}, nil)
+	case draw == 5 && rng.IntN(2) == 0:
+		role := randomRole(rng)
+		_, err = s.UpdateUser(ctx, id, store.UserChanges{Role: &role}, nil)
 	case draw == 5:
 		_, err = s.SoftDeleteUser(ctx, id, nil, time.Now().Add(time.Hour))
 	case draw == 6:
