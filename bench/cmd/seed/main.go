@@ -148,6 +148,17 @@ func checkCounts(kept map[string]int64, want fixture.Summary) error {
 	for role, n := range want.Roles {
 		wantKept["role:"+role] = int64(n)
 	}
+	if want.Inactive > 0 {
+		wantKept["inactive"] = int64(want.Inactive)
+	}
+	teams := 0
+	for team, n := range want.Teams {
+		wantKept["label:team="+team] = int64(n)
+		teams += n
+	}
+	if teams > 0 {
+		wantKept["labelkey:team"] = int64(teams)
+	}
 	var errs []error
 	for scope, n := range wantKept {
 		if kept[scope] != n {
