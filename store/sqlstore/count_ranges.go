@@ -182,7 +182,8 @@ const keptCountsWhole = `EXISTS (SELECT 1 FROM user_count_buckets WHERE kind = 0
 
 // rangeCount counts the users not deleted whose key is in rf, in one statement, so that every part
 // reads the same snapshot: the whole buckets, plus the deltas not folded into them yet, plus the
-// users at the edges. Until the buckets are built, it counts the users of the range instead.
+// users at the edges. Until the buckets are built it answers NULL, and the list counts the users
+// of the range instead (keptCount).
 func (d *dialect) rangeCount(rf rangeFilter) statement {
 	k, r := rf.kind, rf.keys
 	if r.lo > r.hi {
@@ -206,8 +207,7 @@ func (d *dialect) rangeCount(rf rangeFilter) statement {
 	for _, e := range c.edges {
 		parts = append(parts, `(SELECT COUNT(*) FROM users WHERE delete_time IS NULL AND `+d.keyBetween(k.column, k, true, e, &a)+`)`)
 	}
-	direct := `(SELECT COUNT(*) FROM users WHERE delete_time IS NULL AND ` + d.keyBetween(k.column, k, true, r, &a) + `)`
-	return statement{`SELECT CASE WHEN ` + keptCountsWhole + ` THEN ` + strings.Join(parts, " + ") + ` ELSE ` + direct + ` END`, a}
+	return statement{`SELECT CASE WHEN ` + keptCountsWhole + ` THEN ` + strings.Join(parts, " + ") + ` END`, a}
 }
 
 // keyBetween is the condition that column, of k's keys, lies in r, leaving out a bound at the

@@ -54,18 +54,14 @@ func keptScopes(f *store.Filter) (scopeFilter, bool) {
 	return scopeFilter{}, false
 }
 
-// scopeCount counts the users not deleted that f selects from the kept scopes sf, in one
-// statement; until the kept counts are whole (see buildCountBuckets), from the users.
-func (d *dialect) scopeCount(f *store.Filter, sf scopeFilter) (statement, error) {
+// scopeCount counts the users not deleted that the kept scopes sf answer, in one statement; until
+// the kept counts are whole (see buildCountBuckets), it answers NULL, and the list counts the users
+// instead (keptCount).
+func (d *dialect) scopeCount(sf scopeFilter) statement {
 	var a args
 	kept := d.keptScope(a.add(sf.plus))
 	if sf.minus != "" {
 		kept += " - " + d.keptScope(a.add(sf.minus))
 	}
-	condition, err := d.filterCondition(f, &a)
-	if err != nil {
-		return statement{}, err
-	}
-	direct := `(SELECT COUNT(*) FROM users WHERE delete_time IS NULL AND (` + condition + `))`
-	return statement{`SELECT CASE WHEN ` + keptCountsWhole + ` THEN ` + kept + ` ELSE ` + direct + ` END`, a}, nil
+	return statement{`SELECT CASE WHEN ` + keptCountsWhole + ` THEN ` + kept + ` END`, a}
 }

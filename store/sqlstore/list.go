@@ -148,16 +148,13 @@ func (r rangeRead) limited(limit int) statement {
 }
 
 // countStatement counts the users that q selects. Without a name search or a filter, the dialect
-// reads a kept count, as it does for the filters that kept counts serve (count_ranges.go); with
-// another, the statement counts the matches with the page's own conditions, from the index that
-// serves them (so a search costs what it matches; for a filter, see filter.go).
+// reads a kept count; with one, the statement counts the matches with the page's own conditions,
+// from the index that serves them (so a search costs what it matches; for a filter, see filter.go),
+// unless keptCount answers first.
 func (d *dialect) countStatement(q store.UserQuery) (statement, error) {
 	if q.NamePrefix == "" && q.Filter == nil {
 		query, args := d.countUsers(q.Role, q.ShowDeleted)
 		return statement{query, args}, nil
-	}
-	if kept, ok, err := d.keptCount(q); ok || err != nil {
-		return kept, err
 	}
 	conditions, a, err := d.userFilter(q)
 	if err != nil {
@@ -168,19 +165,21 @@ func (d *dialect) countStatement(q store.UserQuery) (statement, error) {
 
 // keptCount is the statement of q's total from kept counts, if q is a shape they serve: a list
 // without deleted users, role or name search, whose filter is one range of id or created_at
-// (count_ranges.go), or a comparison of active or of a label's value (count_scopes.go).
-func (d *dialect) keptCount(q store.UserQuery) (statement, bool, error) {
+// (count_ranges.go), or a comparison of active, the role or a label (count_scopes.go). It answers
+// NULL until the kept counts are whole, and the list then runs countStatement in the same snapshot.
+// The two are apart on purpose: one statement holding both would be planned at the cost of the
+// count it never runs, which makes PostgreSQL compile it (JIT) for tens of milliseconds a request.
+func (d *dialect) keptCount(q store.UserQuery) (statement, bool) {
 	if q.ShowDeleted || q.Role != "" || q.NamePrefix != "" || q.Filter == nil {
-		return statement{}, false, nil
+		return statement{}, false
 	}
 	if rf, ok := bucketRange(q.Filter); ok {
-		return d.rangeCount(rf), true, nil
+		return d.rangeCount(rf), true
 	}
 	if sf, ok := keptScopes(q.Filter); ok {
-		st, err := d.scopeCount(q.Filter, sf)
-		return st, err == nil, err
+		return d.scopeCount(sf), true
 	}
-	return statement{}, false, nil
+	return statement{}, false
 }
 
 // pageReads returns the reads of q's page, to be run in order until enough rows have come back:

@@ -92,12 +92,22 @@ func (s *Store) ListUsers(ctx context.Context, q store.UserQuery) (_ store.Page[
 	if err != nil {
 		return store.Page[store.User]{}, err
 	}
+	kept, hasKept := s.dialect.keptCount(q)
 	var page store.Page[store.User]
 	err = s.inReadTx(ctx, func(tx *sql.Tx) error {
 		page.Items = page.Items[:0] // what a standby read before it failed is read again
-		if err := tx.QueryRowContext(ctx, count.query, count.args...).Scan(&page.Total); err != nil {
-			return fmt.Errorf("count users: %w", err)
+		var total sql.NullInt64
+		if hasKept {
+			if err := tx.QueryRowContext(ctx, kept.query, kept.args...).Scan(&total); err != nil {
+				return fmt.Errorf("read the kept count of users: %w", err)
+			}
 		}
+		if !total.Valid {
+			if err := tx.QueryRowContext(ctx, count.query, count.args...).Scan(&total); err != nil {
+				return fmt.Errorf("count users: %w", err)
+			}
+		}
+		page.Total = total.Int64
 		// One row more than the page tells whether another page follows.
 		for _, read := range reads {
 			want := q.Limit + 1 - len(page.Items)
