@@ -10,8 +10,9 @@ import (
 )
 
 // The filter scenarios: one list per shape of filter that the README says an index serves (and the
-// shapes whose totals it says scan), at each size and backend, each compared with itself at 1,000
-// users. Every answer is checked: its exact total, and the first page in id order.
+// shapes it says scan), at each size and backend, each compared with itself at 1,000 users. Every
+// answer is checked: its exact total, and the first page in its order (by id, or by createdAt for
+// the shapes whose index gives that order).
 
 // filterShape is one filter of the scale run. The filter's literal is made for n users, mostly
 // around the middle user, so that ranges hold half the users.
@@ -19,9 +20,12 @@ type filterShape struct {
 	kind   string
 	filter func(mid fixture.User) string
 	keep   func(u, mid fixture.User) bool
-	// scans is why the shape's total counts its matches (no 2x target then); "" for a kept count.
+	// scans is why the shape reads more than its page (no 2x target then); "" for none.
 	scans string
 	conns int // 0 for 16
+	// byCreated sorts the page by createdAt (ties by id), the order of a created_at range's index;
+	// the other shapes keep the default order, by id.
+	byCreated bool
 }
 
 // rfc3339 writes a time as the filter's timestamp literal.
@@ -37,9 +41,13 @@ var filterShapes = []filterShape{
 	{kind: "filter-id-range",
 		filter: func(mid fixture.User) string { return fmt.Sprintf(`id > %d`, mid.ID) },
 		keep:   func(u, mid fixture.User) bool { return u.ID > mid.ID }},
-	{kind: "filter-created-range",
+	{kind: "filter-created-range", byCreated: true,
 		filter: func(mid fixture.User) string { return fmt.Sprintf(`created_at >= "%s"`, rfc3339(mid.CreatedAt)) },
 		keep:   func(u, mid fixture.User) bool { return !u.CreatedAt.Before(mid.CreatedAt.Truncate(time.Second)) }},
+	{kind: "filter-created-range-by-id",
+		filter: func(mid fixture.User) string { return fmt.Sprintf(`created_at >= "%s"`, rfc3339(mid.CreatedAt)) },
+		keep:   func(u, mid fixture.User) bool { return !u.CreatedAt.Before(mid.CreatedAt.Truncate(time.Second)) },
+		scans:  "a range of one column in the order of another reads every match (README: shapes that scan)", conns: 1},
 	{kind: "filter-inactive",
 		filter: func(fixture.User) string { return `active = false` },
 		keep:   func(u, _ fixture.User) bool { return !u.Active() }},
@@ -53,7 +61,7 @@ var filterShapes = []filterShape{
 		filter: func(fixture.User) string { return `user_name = "user12*"` },
 		keep:   func(u, _ fixture.User) bool { return strings.HasPrefix(u.UserName(), "user12") },
 		scans:  "total counts the prefix's matches (README: shapes that scan)"},
-	{kind: "filter-and",
+	{kind: "filter-and", byCreated: true,
 		filter: func(mid fixture.User) string {
 			return fmt.Sprintf(`role = "admin" AND created_at >= "%s"`, rfc3339(mid.CreatedAt))
 		},
@@ -79,7 +87,19 @@ func midUser(n int) fixture.User {
 
 // filterQuery is the list query of shape s on n users.
 func filterQuery(s filterShape, n int) string {
-	return "filter=" + url.QueryEscape(s.filter(midUser(n))) + "&limit=20"
+	query := "filter=" + url.QueryEscape(s.filter(midUser(n))) + "&limit=20"
+	if s.byCreated {
+		query += "&sort=createdAt"
+	}
+	return query
+}
+
+// before reports whether a comes before b in the page of shape s.
+func (s filterShape) before(a, b fixture.User) bool {
+	if s.byCreated && !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.Before(b.CreatedAt)
+	}
+	return a.ID < b.ID
 }
 
 // filterWant is what the list of shape s answers on the current data set: every shape of a size is
@@ -95,6 +115,7 @@ func filterWant(s filterShape) func(*runner, summaryOf) listWant {
 		}
 		mid := midUser(n)
 		wants := map[string]listWant{}
+		pages := map[string][]fixture.User{} // the best pageSize users so far, in the page's order
 		for u := range fixture.Users(n) {
 			for _, shape := range filterShapes {
 				if !shape.keep(u, mid) {
@@ -102,12 +123,27 @@ func filterWant(s filterShape) func(*runner, summaryOf) listWant {
 				}
 				w := wants[shape.kind]
 				w.total++
-				if len(w.ids) < pageSize {
-					w.ids = append(w.ids, u.ID)
-				}
-				w.items = len(w.ids)
 				wants[shape.kind] = w
+				page := pages[shape.kind]
+				if len(page) == pageSize && !shape.before(u, page[pageSize-1]) {
+					continue
+				}
+				i := len(page)
+				page = append(page, u)
+				for ; i > 0 && shape.before(u, page[i-1]); i-- {
+					page[i] = page[i-1]
+				}
+				page[i] = u
+				pages[shape.kind] = page[:min(len(page), pageSize)]
 			}
+		}
+		for kind, page := range pages {
+			w := wants[kind]
+			for _, u := range page {
+				w.ids = append(w.ids, u.ID)
+			}
+			w.items = len(w.ids)
+			wants[kind] = w
 		}
 		r.filterWants[n] = wants
 		return wants[s.kind]
