@@ -81,9 +81,9 @@ func main() {
 
 	during := load.longestWait(began, serving)
 	fmt.Printf("new replica serving after %v (the migration)\n", serving.Sub(began).Round(time.Millisecond))
-	fmt.Printf("creates: %d answered 201 (%d during the migration); longest wait of a create during it: %v; before it: %v\n",
+	fmt.Printf("creates: %d answered 201 (%d during the migration); longest wait of a create during it: %v; before it: %v; after it, while work it left to the background runs: %v\n",
 		load.count(time.Time{}, time.Now()), load.count(began, serving), during.Round(time.Millisecond),
-		load.longestWait(time.Time{}, began).Round(time.Millisecond))
+		load.longestWait(time.Time{}, began).Round(time.Millisecond), load.longestWait(serving, time.Now()).Round(time.Millisecond))
 	fmt.Printf("answers other than 201: %v\n", load.failures)
 }
 
