@@ -120,6 +120,10 @@ func (s *Store) buildBucketsUntilWhole(ctx context.Context) {
 	}
 }
 
+// afterBuildSnapshot, when a test sets it, runs between a build's snapshot and its writes: the
+// window in which writes must neither be lost nor counted twice.
+var afterBuildSnapshot func(*Store)
+
 // buildCountBuckets builds the buckets unless they are whole, and reports whether they are now.
 // It reads one snapshot, without a write lock, and adds what the snapshot shows is missing from
 // the buckets in short write transactions; the last one marks them whole (see the rule at the top).
@@ -143,6 +147,13 @@ func (s *Store) buildCountBuckets(ctx context.Context) (bool, error) {
 		if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(buildBucketsLockKey)).Scan(&ours); err != nil || !ours {
 			return false, err
 		}
+		// The snapshot began with the lock's statement, before the lock was ours: a build that
+		// ended in between (its marker committed, its lock released) is not in it, and building
+		// from it would add that build's counts again. A statement outside the snapshot sees it.
+		var whole bool
+		if err := s.writer.QueryRowContext(ctx, `SELECT `+keptCountsWhole).Scan(&whole); err != nil || whole {
+			return whole, err
+		}
 	}
 	var whole bool
 	if err := tx.QueryRowContext(ctx, `SELECT `+keptCountsWhole).Scan(&whole); err != nil || whole {
@@ -159,6 +170,9 @@ func (s *Store) buildCountBuckets(ctx context.Context) (bool, error) {
 	if s.dialect != &postgresDialect {
 		// SQLite's snapshot is done with; in memory, its connection is also the writer's.
 		tx.Rollback()
+	}
+	if afterBuildSnapshot != nil {
+		afterBuildSnapshot(s)
 	}
 	if err := s.addKeptCounts(ctx, missing, missingScopes); err != nil {
 		return false, err

@@ -17,13 +17,18 @@ WHEN NEW.delete_time IS NULL AND (NOT NEW.active OR NEW.labels <> '{}') BEGIN
     ON CONFLICT (scope) DO UPDATE SET n = n + 1;
 END;
 
+-- An upsert, not an UPDATE: while the counts of the users already there are being built, a scope's
+-- row may not be there yet, and the build adds only what its snapshot saw, so a decrement that
+-- found no row would be lost.
 CREATE TRIGGER users_filter_counts_delete AFTER DELETE ON users
 WHEN OLD.delete_time IS NULL AND (NOT OLD.active OR OLD.labels <> '{}') BEGIN
-    UPDATE user_counts SET n = n - 1 WHERE scope IN (
-        SELECT 'inactive' WHERE NOT OLD.active
+    INSERT INTO user_counts (scope, n)
+    SELECT scope, -1 FROM (
+        SELECT 'inactive' AS scope WHERE NOT OLD.active
         UNION ALL SELECT 'label:' || key || '=' || value FROM json_each(OLD.labels)
         UNION ALL SELECT 'labelkey:' || key FROM json_each(OLD.labels)
-    );
+    ) WHERE true
+    ON CONFLICT (scope) DO UPDATE SET n = n - 1;
 END;
 
 -- A change of active, of the labels or of the class (a soft delete, a restore) takes the user's
