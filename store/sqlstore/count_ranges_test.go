@@ -68,12 +68,6 @@ func TestCoverSplitsARangeExactly(t *testing.T) {
 	}
 }
 
-// rangeCase is a filter that the buckets serve, and the condition that checks it in SQL.
-type rangeCase struct {
-	filter store.Filter
-	check  string
-}
-
 func idCompare(c store.Comparison, v int64) store.Filter {
 	return store.Filter{Op: store.FilterCompare, Field: store.FieldID, Cmp: c, Value: store.FilterValue{Kind: store.ValueInt, Int: v}}
 }
