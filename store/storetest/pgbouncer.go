@@ -121,7 +121,13 @@ pidfile =
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start pgbouncer: %v", err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() { // what the pooler said, in case it went away under the test
+			t.Logf("pgbouncer on port %d said:\n%s", port, out.String())
+		}
+	})
 	b := &PgBouncer{postgres: base, addr: fmt.Sprintf("127.0.0.1:%d", port)}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
