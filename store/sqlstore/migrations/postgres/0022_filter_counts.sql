@@ -35,3 +35,8 @@ CREATE TRIGGER users_filter_counts_update AFTER UPDATE OF active, labels, delete
                        AND ((OLD.delete_time IS NULL AND (NOT OLD.active OR OLD.labels <> '{}'))
                             OR (NEW.delete_time IS NULL AND (NOT NEW.active OR NEW.labels <> '{}'))))
     EXECUTE FUNCTION users_filter_count_delta();
+
+-- A database with no users yet has nothing to build: its kept counts are whole from the start, and
+-- the store opens without a build (count_buckets.go). The triggers above already hold the users
+-- table against writers, so no user can come between this check and the commit.
+INSERT INTO user_count_buckets (kind, level, bucket, n) SELECT 0, 0, 0, 1 WHERE NOT EXISTS (SELECT 1 FROM users);

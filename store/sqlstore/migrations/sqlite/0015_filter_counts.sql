@@ -48,3 +48,8 @@ WHEN (OLD.active <> NEW.active OR OLD.labels <> NEW.labels OR (OLD.delete_time I
     ) WHERE true GROUP BY scope HAVING SUM(d) <> 0
     ON CONFLICT (scope) DO UPDATE SET n = n + excluded.n;
 END;
+
+-- A database with no users yet has nothing to build: its kept counts are whole from the start, and
+-- the store opens without a build (count_buckets.go). The triggers above already hold the users
+-- table against writers, so no user can come between this check and the commit.
+INSERT INTO user_count_buckets (kind, level, bucket, n) SELECT 0, 0, 0, 1 WHERE NOT EXISTS (SELECT 1 FROM users);
