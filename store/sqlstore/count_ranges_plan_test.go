@@ -76,10 +76,25 @@ type pgAnalyzedNode struct {
 	Plans    []pgAnalyzedNode `json:"Plans"`
 }
 
+// postgresAnalyzedPlan runs st under EXPLAIN (ANALYZE, FORMAT JSON) and returns the root of the
+// plan as it ran, and the JSON itself (postgresPlan's twin for plans that ran).
+func postgresAnalyzedPlan(t *testing.T, s *Store, st statement) (pgAnalyzedNode, []byte) {
+	t.Helper()
+	var raw []byte
+	if err := s.reader.QueryRow(`EXPLAIN (ANALYZE, FORMAT JSON) `+st.query, st.args...).Scan(&raw); err != nil {
+		t.Fatalf("explain analyze %s: %v", st.query, err)
+	}
+	var plan []struct{ Plan pgAnalyzedNode }
+	if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
+		t.Fatalf("EXPLAIN answered %s: %v", raw, err)
+	}
+	return plan[0].Plan, raw
+}
+
 // usersRead is how many rows of users the nodes under n read, and whether any read the whole table,
 // counting only the nodes that ran.
 func usersRead(n pgAnalyzedNode) (rows float64, seq bool) {
-	if n.Relation == "users" && n.Loops > 0 { // the count of the users alone, before a build, never runs
+	if n.Relation == "users" && n.Loops > 0 {
 		rows, seq = n.Rows*n.Loops, n.NodeType == "Seq Scan"
 	}
 	for _, c := range n.Plans {
@@ -107,15 +122,8 @@ func TestPostgresRangeCountsReadBucketsAndEdges(t *testing.T) {
 		if i == 1 {
 			fold(t, s) // the first with the load's deltas pending, the rest after they are folded
 		}
-		var raw []byte
-		if err := s.reader.QueryRow(`EXPLAIN (ANALYZE, FORMAT JSON) `+st.query, st.args...).Scan(&raw); err != nil {
-			t.Fatal(err)
-		}
-		var plan []struct{ Plan pgAnalyzedNode }
-		if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
-			t.Fatalf("EXPLAIN answered %s: %v", raw, err)
-		}
-		if rows, seq := usersRead(plan[0].Plan); seq || rows > 2*256 {
+		plan, raw := postgresAnalyzedPlan(t, s, st)
+		if rows, seq := usersRead(plan); seq || rows > 2*256 {
 			t.Errorf("%s: read %v users (whole table: %v)\n%s\n%s", describeRange(f), rows, seq, st.query, raw)
 		}
 	}
@@ -138,15 +146,8 @@ func TestPostgresScopeCountsReadNoUsers(t *testing.T) {
 		if !ok {
 			t.Fatalf("%+v: not served by kept counts", f)
 		}
-		var raw []byte
-		if err := s.reader.QueryRow(`EXPLAIN (ANALYZE, FORMAT JSON) `+st.query, st.args...).Scan(&raw); err != nil {
-			t.Fatal(err)
-		}
-		var plan []struct{ Plan pgAnalyzedNode }
-		if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
-			t.Fatalf("EXPLAIN answered %s: %v", raw, err)
-		}
-		if !neverRan(plan[0].Plan, "users") || !neverRan(plan[0].Plan, "user_labels") {
+		plan, raw := postgresAnalyzedPlan(t, s, st)
+		if !neverRan(plan, "users") || !neverRan(plan, "user_labels") {
 			t.Errorf("%+v: reads the users\n%s", f, raw)
 		}
 	}
