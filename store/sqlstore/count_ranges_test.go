@@ -215,6 +215,52 @@ func waitForBuckets(t *testing.T, s *Store) {
 	}
 }
 
+// wantExactAroundAFold checks the totals of filters before a fold of the pending deltas and after
+// it: the two ways a kept count is read.
+func wantExactAroundAFold(t *testing.T, s *Store, when string, filters func() []store.Filter) {
+	t.Helper()
+	wantExactTotals(t, s, when+" before a fold", filters())
+	fold(t, s)
+	wantExactTotals(t, s, when+" after a fold", filters())
+}
+
+// whileWritesAndABuild runs writers goroutines, each calling the write that newWriter makes for
+// it until runFor has passed, and a build of the kept counts started an eighth of the way in,
+// while the test calls read over and over; it fails the test on a writer's or the build's error,
+// and returns once the kept counts are whole again.
+func whileWritesAndABuild(t *testing.T, s *Store, writers int, runFor time.Duration, newWriter func(w int) func() error, read func()) {
+	t.Helper()
+	deadline := time.Now().Add(runFor)
+	var work sync.WaitGroup
+	errs := make(chan error, writers+1)
+	for w := range writers {
+		write := newWriter(w)
+		work.Go(func() {
+			for time.Now().Before(deadline) {
+				if err := write(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	work.Go(func() {
+		time.Sleep(runFor / 8) // with writes under way
+		if _, err := s.buildCountBuckets(context.Background()); err != nil {
+			errs <- err
+		}
+	})
+	for time.Now().Before(deadline) {
+		read()
+	}
+	work.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	waitForBuckets(t, s)
+}
+
 // fold runs the dialect's fold now, beside the background one.
 func fold(t *testing.T, s *Store) {
 	t.Helper()
@@ -241,9 +287,7 @@ func TestRangeTotalsStayExactThroughEveryWrite(t *testing.T) {
 				ids, times = append(ids, int64(u.ID)), append(times, u.CreatedAt.UnixMicro())
 			}
 			filters := func() []store.Filter { return randomRanges(rng, ids, times, 60) }
-			wantExactTotals(t, s, "before a fold", filters())
-			fold(t, s)
-			wantExactTotals(t, s, "after a fold", filters())
+			wantExactAroundAFold(t, s, "at first", filters)
 			for round := range 6 {
 				for range 40 {
 					id := int32(ids[rng.IntN(len(ids))])
@@ -268,9 +312,7 @@ func TestRangeTotalsStayExactThroughEveryWrite(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				wantExactTotals(t, s, fmt.Sprint("round ", round, " before a fold"), filters())
-				fold(t, s)
-				wantExactTotals(t, s, fmt.Sprint("round ", round, " after a fold"), filters())
+				wantExactAroundAFold(t, s, fmt.Sprint("round ", round), filters)
 			}
 		})
 	}
@@ -293,46 +335,27 @@ func TestRangeTotalsStayExactUnderConcurrentWrites(t *testing.T) {
 				}
 			}
 			filters := randomRanges(rng, ids, times, 40)
-			deadline := time.Now().Add(2500 * time.Millisecond)
-			var work sync.WaitGroup
-			errs := make(chan error, 100)
-			for w := range 4 {
-				work.Go(func() {
-					rng := rand.New(rand.NewPCG(uint64(w), 9))
-					var mine []int32
-					for time.Now().Before(deadline) {
-						var err error
-						if rng.IntN(3) > 0 || len(mine) == 0 {
-							var u store.User
-							u, err = s.CreateUser(ctx, store.NewUser{Name: "writer"}, nil)
-							mine = append(mine, u.ID)
-						} else if rng.IntN(2) == 0 {
-							_, err = s.SoftDeleteUser(ctx, mine[rng.IntN(len(mine))], nil, time.Now().Add(time.Hour))
-						} else {
-							_, err = s.SoftDeleteUser(ctx, int32(ids[rng.IntN(len(ids))]), nil, time.Now().Add(time.Hour))
-						}
-						if err != nil && !errors.Is(err, store.ErrNotFound) {
-							errs <- err
-							return
-						}
+			newWriter := func(w int) func() error {
+				rng := rand.New(rand.NewPCG(uint64(w), 9))
+				var mine []int32
+				return func() error {
+					var err error
+					if rng.IntN(3) > 0 || len(mine) == 0 {
+						var u store.User
+						u, err = s.CreateUser(ctx, store.NewUser{Name: "writer"}, nil)
+						mine = append(mine, u.ID)
+					} else if rng.IntN(2) == 0 {
+						_, err = s.SoftDeleteUser(ctx, mine[rng.IntN(len(mine))], nil, time.Now().Add(time.Hour))
+					} else {
+						_, err = s.SoftDeleteUser(ctx, int32(ids[rng.IntN(len(ids))]), nil, time.Now().Add(time.Hour))
 					}
-				})
-			}
-			work.Go(func() {
-				time.Sleep(300 * time.Millisecond) // with writes under way
-				if _, err := s.buildCountBuckets(ctx); err != nil {
-					errs <- err
+					if errors.Is(err, store.ErrNotFound) {
+						err = nil
+					}
+					return err
 				}
-			})
-			for time.Now().Before(deadline) {
-				wantExactTotals(t, s, "under writes", filters[:10])
 			}
-			work.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			waitForBuckets(t, s)
+			whileWritesAndABuild(t, s, 4, 2500*time.Millisecond, newWriter, func() { wantExactTotals(t, s, "under writes", filters[:10]) })
 			wantExactTotals(t, s, "after the writes", filters)
 			fold(t, s)
 			wantExactTotals(t, s, "after a last fold", filters)

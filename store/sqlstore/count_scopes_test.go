@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -125,9 +124,7 @@ func TestFilterScopeTotalsStayExact(t *testing.T) {
 					}
 					ids = append(ids, created...)
 				}
-				wantExactTotals(t, s, fmt.Sprint("round ", round, " before a fold"), scopeFilters())
-				fold(t, s)
-				wantExactTotals(t, s, fmt.Sprint("round ", round, " after a fold"), scopeFilters())
+				wantExactAroundAFold(t, s, fmt.Sprint("round ", round), scopeFilters)
 			}
 
 			// Kept counts gone and wrong, then built again while writers write.
@@ -137,35 +134,14 @@ func TestFilterScopeTotalsStayExact(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			deadline := time.Now().Add(2 * time.Second)
-			var work sync.WaitGroup
-			errs := make(chan error, 10)
-			for w := range 3 {
-				work.Go(func() {
-					rng := rand.New(rand.NewPCG(uint64(w), 12))
-					for time.Now().Before(deadline) {
-						if _, err := scopeWrite(ctx, s, rng, ids); err != nil {
-							errs <- err
-							return
-						}
-					}
-				})
-			}
-			work.Go(func() {
-				time.Sleep(200 * time.Millisecond)
-				if _, err := s.buildCountBuckets(ctx); err != nil {
-					errs <- err
+			newWriter := func(w int) func() error {
+				rng := rand.New(rand.NewPCG(uint64(w), 12))
+				return func() error {
+					_, err := scopeWrite(ctx, s, rng, ids)
+					return err
 				}
-			})
-			for time.Now().Before(deadline) {
-				wantExactTotals(t, s, "under writes", scopeFilters())
 			}
-			work.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			waitForBuckets(t, s)
+			whileWritesAndABuild(t, s, 3, 2*time.Second, newWriter, func() { wantExactTotals(t, s, "under writes", scopeFilters()) })
 			wantExactTotals(t, s, "after the rebuild", scopeFilters())
 			fold(t, s)
 			wantExactTotals(t, s, "after a last fold", scopeFilters())
@@ -222,9 +198,7 @@ func TestWritesDuringABuildAreCountedOnce(t *testing.T) {
 				t.Fatalf("build: whole %v, %v", whole, err)
 			}
 			afterBuildSnapshot = nil
-			wantExactTotals(t, s, "after a build with writes in its window", scopeFilters())
-			fold(t, s)
-			wantExactTotals(t, s, "after a fold", scopeFilters())
+			wantExactAroundAFold(t, s, "after a build with writes in its window", scopeFilters)
 		})
 	}
 }
