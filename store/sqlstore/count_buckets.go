@@ -120,6 +120,13 @@ func (s *Store) buildBucketsUntilWhole(ctx context.Context) {
 	}
 }
 
+// keptCountsAreWhole reads, outside any snapshot, whether the kept counts have been built.
+func (s *Store) keptCountsAreWhole(ctx context.Context) (bool, error) {
+	var whole bool
+	err := s.writer.QueryRowContext(ctx, `SELECT `+keptCountsWhole).Scan(&whole)
+	return whole, err
+}
+
 // afterBuildSnapshot, when a test sets it, runs between a build's snapshot and its writes: the
 // window in which writes must neither be lost nor counted twice.
 var afterBuildSnapshot func(*Store)
@@ -133,6 +140,11 @@ var afterBuildSnapshot func(*Store)
 func (s *Store) buildCountBuckets(ctx context.Context) (bool, error) {
 	s.rebuilding.Lock() // RecountUsers' turn, in this process
 	defer s.rebuilding.Unlock()
+	// Most opens find the counts whole (a database made with them, or built before): one read,
+	// and no snapshot or lock.
+	if whole, err := s.keptCountsAreWhole(ctx); err != nil || whole {
+		return whole, err
+	}
 	db, options := s.reader, sql.TxOptions{ReadOnly: true}
 	if s.dialect == &postgresDialect {
 		db, options = s.writer, sql.TxOptions{Isolation: sql.LevelRepeatableRead}
@@ -149,15 +161,11 @@ func (s *Store) buildCountBuckets(ctx context.Context) (bool, error) {
 		}
 		// The snapshot began with the lock's statement, before the lock was ours: a build that
 		// ended in between (its marker committed, its lock released) is not in it, and building
-		// from it would add that build's counts again. A statement outside the snapshot sees it.
-		var whole bool
-		if err := s.writer.QueryRowContext(ctx, `SELECT `+keptCountsWhole).Scan(&whole); err != nil || whole {
+		// from it would add that build's counts again. A read outside the snapshot sees it; none
+		// can end later, the lock being ours. (On SQLite, rebuilding keeps builds apart.)
+		if whole, err := s.keptCountsAreWhole(ctx); err != nil || whole {
 			return whole, err
 		}
-	}
-	var whole bool
-	if err := tx.QueryRowContext(ctx, `SELECT `+keptCountsWhole).Scan(&whole); err != nil || whole {
-		return whole, err
 	}
 	missing, err := missingBuckets(ctx, tx, s.dialect)
 	if err != nil {
