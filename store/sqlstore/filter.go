@@ -10,7 +10,8 @@
 //
 // Totals count with the same condition, but for the filters that kept counts answer in a list
 // without deleted users, role or name search (list.go, keptCount): one range of id or created_at
-// (count_ranges.go), active by = or !=, a label's value by = and a label's key (count_scopes.go).
+// (count_ranges.go), active or the role by = or !=, a label's value by = and a label's key
+// (count_scopes.go).
 // Otherwise an equality or a short range counts its index range, and a wide range under an AND,
 // an OR, a != of a string or a NOT counts every match.
 package sqlstore
