@@ -46,6 +46,9 @@ type dialect struct {
 	// an indexed column as one that holds for few rows, for a planner that has no statistics to
 	// tell (see filter.go).
 	selectiveRange string
+	// labelDrivesPages makes a page in id order of a label's value read the label's entries and
+	// join their users (label_pages.go), for a planner that would otherwise list them all first.
+	labelDrivesPages bool
 	// insertRows is the most users one INSERT of a batch create carries. More rows a statement
 	// means fewer statements to send and run, until the statement's own costs take over: SQLite
 	// finds each numbered placeholder by a walk of a list of them, so a long statement costs the

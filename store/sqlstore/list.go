@@ -196,17 +196,19 @@ func (d *dialect) pageReads(q store.UserQuery) ([]rangeRead, error) {
 	if err != nil {
 		return nil, err
 	}
+	src := d.pageSourceOf(q, terms)
+	terms = src.terms
 	if q.After == nil {
-		conditions, a, err := d.userFilter(q)
+		conditions, a, err := d.conditions(src)
 		if err != nil {
 			return nil, err
 		}
-		query := `SELECT ` + userColumns + d.from(q) + where(conditions) + ` ORDER BY ` + orderBy(terms)
+		query := `SELECT ` + userColumns + src.from + where(conditions) + ` ORDER BY ` + orderBy(terms)
 		return []rangeRead{{statement{query, a}, q.Offset}}, nil
 	}
 	reads := make([]rangeRead, 0, len(terms))
 	for k := len(terms) - 1; k >= 0; k-- {
-		conditions, a, err := d.userFilter(q)
+		conditions, a, err := d.conditions(src)
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +221,7 @@ func (d *dialect) pageReads(q store.UserQuery) ([]rangeRead, error) {
 		}
 		conditions = append(conditions, after.column+comparison+a.add(cursorValue(q.After, after.column)))
 		// The terms before k are constant in this range: the order is the rest.
-		query := `SELECT ` + userColumns + d.from(q) + where(conditions) + ` ORDER BY ` + orderBy(terms[k:])
+		query := `SELECT ` + userColumns + src.from + where(conditions) + ` ORDER BY ` + orderBy(terms[k:])
 		reads = append(reads, rangeRead{statement: statement{query, a}})
 	}
 	return reads, nil

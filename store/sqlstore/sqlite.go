@@ -51,7 +51,8 @@ var sqliteDialect = dialect{
 	// index and tests every row rather than read the range and sort it: a filter on a range of
 	// ids, times or identities would read every user. As with the name search, a filter reads its
 	// matches: likelihood() tells the planner so, and changes nothing else.
-	selectiveRange: `likelihood(%s, 0.001)`,
+	selectiveRange:   `likelihood(%s, 0.001)`,
+	labelDrivesPages: true,
 	countUsers: func(role string, showDeleted bool) (string, []any) {
 		if showDeleted {
 			return `SELECT COALESCE((SELECT SUM(n) FROM user_counts WHERE scope IN ($1, $2)), 0)`,
