@@ -1,8 +1,9 @@
-// Pages of the users with a label's value, in id order, on SQLite: SQLite answers "id IN
-// (subquery)" by building the subquery's whole list before the first row, which for a common
+// Pages of the users with a label, or a label's value, in id order, on SQLite: SQLite answers "id
+// IN (subquery)" by building the subquery's whole list before the first row, which for a common
 // label is hundreds of thousands of ids read and sorted for a page of twenty. Read from the side
-// table instead, the page is one walk of user_labels_key_value, whose entries for one key and
-// value are in user_id order, each joined to its user: the page reads what it answers.
+// table instead, the page is one walk of user_labels_key or user_labels_key_value (migrations
+// sqlite/0013 and 0016), whose entries for one key, or one key and value, are in user_id order,
+// each joined to its user: the page reads what it answers.
 package sqlstore
 
 import (
@@ -17,7 +18,7 @@ type pageSource struct {
 	from  string
 	q     store.UserQuery // q with its filter less the label that drives the page
 	terms []orderTerm
-	// label, when set, is the label's value by = whose entries drive the page.
+	// label, when set, is the label, or the label's value by =, whose entries drive the page.
 	label *store.Filter
 }
 
@@ -27,13 +28,14 @@ const labelPageFrom = ` FROM user_labels AS l CROSS JOIN users ON users.id = l.u
 
 // pageSourceOf returns where q's pages read from, given its sort order: the label's entries when
 // the dialect drives pages by one and q is sorted by id alone, has no name search (which drives
-// its own pages through the name keys), and filters on a label's value by =, alone or in an AND.
+// its own pages through the name keys), and filters on a label or a label's value by =, alone or
+// in an AND.
 func (d *dialect) pageSourceOf(q store.UserQuery, terms []orderTerm) pageSource {
 	plain := pageSource{from: d.from(q), q: q, terms: terms}
 	if !d.labelDrivesPages || q.NamePrefix != "" || q.Filter == nil || terms[0].column != "id" {
 		return plain
 	}
-	label, rest := splitLabelValue(q.Filter)
+	label, rest := splitLabel(q.Filter)
 	if label == nil {
 		return plain
 	}
@@ -48,20 +50,24 @@ func (d *dialect) conditions(src pageSource) ([]string, args, error) {
 	if err != nil || src.label == nil {
 		return conditions, a, err
 	}
-	return append(conditions, "l.key = "+a.add(src.label.Key)+" AND l.value = "+a.add(src.label.Value.String)), a, nil
+	label := "l.key = " + a.add(src.label.Key)
+	if src.label.Op == store.FilterCompare {
+		label += " AND l.value = " + a.add(src.label.Value.String)
+	}
+	return append(conditions, label), a, nil
 }
 
-// splitLabelValue returns the comparison of a label's value by = that f is, or that an AND f holds,
-// and the rest of f without it (nil when nothing is left).
-func splitLabelValue(f *store.Filter) (label, rest *store.Filter) {
-	if isLabelValue(f) {
+// splitLabel returns the label, or the comparison of a label's value by =, that f is, or the
+// first that an AND f holds, and the rest of f without it (nil when nothing is left).
+func splitLabel(f *store.Filter) (label, rest *store.Filter) {
+	if isLabel(f) {
 		return f, nil
 	}
 	if f.Op != store.FilterAnd {
 		return nil, f
 	}
 	for i := range f.Args {
-		if !isLabelValue(&f.Args[i]) {
+		if !isLabel(&f.Args[i]) {
 			continue
 		}
 		others := slices.Delete(slices.Clone(f.Args), i, i+1)
@@ -73,9 +79,9 @@ func splitLabelValue(f *store.Filter) (label, rest *store.Filter) {
 	return nil, f
 }
 
-// isLabelValue reports whether f compares a label's value by = with a whole string, as
-// compareCondition takes it.
-func isLabelValue(f *store.Filter) bool {
-	return f.Op == store.FilterCompare && f.Field == store.FieldLabel && f.Cmp == store.CompareEqual &&
-		f.Value.Kind == store.ValueString && !f.Value.Prefix
+// isLabel reports whether f is a label (labels:KEY), or compares a label's value by = with a
+// whole string, as compareCondition takes it.
+func isLabel(f *store.Filter) bool {
+	return f.Op == store.FilterHasLabel || f.Op == store.FilterCompare && f.Field == store.FieldLabel &&
+		f.Cmp == store.CompareEqual && f.Value.Kind == store.ValueString && !f.Value.Prefix
 }

@@ -333,10 +333,11 @@ func testFilterWithTheRestOfTheQuery(t *testing.T, s store.Store, clock *Clock) 
 	users, deleted := filterUsers(t, s, clock)
 	for _, f := range []store.Filter{
 		hasLabel("team"),
-		// A label's value, alone and in an AND, which SQLite's pages in id order read from the
-		// label's entries.
+		// A label and a label's value, alone and in an AND, which SQLite's pages in id order read
+		// from the label's entries.
 		label("team", store.CompareEqual, "core"),
 		and(is(store.FieldActive, store.CompareEqual, boolean(true)), label("team", store.CompareEqual, "core"), is(store.FieldID, store.CompareGreater, integer(1))),
+		and(hasLabel("tier"), is(store.FieldRole, store.CompareNotEqual, text("editor"))),
 		not(is(store.FieldActive, store.CompareEqual, boolean(false))),
 		or(is(store.FieldUserName, store.CompareEqual, prefix("a")), label("tier", store.CompareEqual, "gold")),
 	} {
