@@ -58,8 +58,14 @@ func (s *Store) BatchGetUsers(ctx context.Context, ids []int32) (_ []store.User,
 }
 
 // CreateUsers inserts the users a statement of many rows at a time. When one of them clashes on a
-// unique value, the statements are undone and the users inserted again one by one, to name the
-// first that clashes (the slow way is only taken by a batch that fails), and the whole batch fails.
+// unique value, the whole transaction is undone and a second one inserts the users one by one, to
+// name the first that clashes (the slow way is only taken by a batch that fails), and the whole
+// batch fails.
+//
+// The first transaction holds no savepoint: it is the batch's alone, so undoing it undoes just the
+// batch, and a savepoint would make SQLite copy every page the batch changes into its sub-journal
+// and free the copies at the end, about a third of a batch's work (docs/PERFORMANCE.md, "Batch
+// create").
 func (s *Store) CreateUsers(ctx context.Context, users []store.NewUser, done *store.Completion[[]store.User]) (_ []store.User, err error) {
 	if len(users) == 0 {
 		return nil, errors.New("create users: the batch is empty")
@@ -73,30 +79,40 @@ func (s *Store) CreateUsers(ctx context.Context, users []store.NewUser, done *st
 		size += len(nu.Name) + len(nu.Role) + identitySize(nu.Identity) + len(labels[i])
 	}
 	var created []store.User
-	err = s.writeAlone(ctx, size, func(ctx context.Context, tx writeTx) error {
-		now := micros(s.now())
-		var err error
-		if created, err = s.insertUsers(ctx, tx, users, labels, now, actor); err != nil {
-			return err
-		}
-		return complete(ctx, tx, done, created)
-	})
+	insert := func(insert func(context.Context, writeTx, []store.NewUser, []string, int64, store.Actor) ([]store.User, error)) error {
+		return s.writeAlone(ctx, size, func(ctx context.Context, tx writeTx) error {
+			now := micros(s.now())
+			var err error
+			if created, err = insert(ctx, tx, users, labels, now, actor); err != nil {
+				return err
+			}
+			return complete(ctx, tx, done, created)
+		})
+	}
+	err = insert(s.insertUsers)
+	var clash batchClash
+	if errors.As(err, &clash) {
+		err = insert(s.insertUsersOneByOne)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return created, nil
 }
 
-// insertUsers inserts users in order and returns them in that order, or the ItemError of the first
-// one that clashes on a unique value. The statements return the ids alone: every other column is
-// what the batch wrote, and reading it back would cost as much again.
+// batchClash is the error of a batch insert that met a unique value: the statements cannot say
+// which user it was.
+type batchClash struct{ err error }
+
+func (c batchClash) Error() string { return "insert users: " + c.err.Error() }
+func (c batchClash) Unwrap() error { return c.err }
+
+// insertUsers inserts users in order and returns them in that order, or a batchClash when one of
+// them clashes on a unique value. The statements return the ids alone: every other column is what
+// the batch wrote, and reading it back would cost as much again.
 func (s *Store) insertUsers(ctx context.Context, tx writeTx, users []store.NewUser, labels []string, now int64, actor store.Actor) ([]store.User, error) {
-	if _, err := tx.ExecContext(ctx, `SAVEPOINT batch_insert`); err != nil {
-		return nil, fmt.Errorf("insert users: %w", err)
-	}
 	rowsPer := s.dialect.insertRows
 	created := make([]store.User, 0, len(users))
-	var clash error
 	var full *sql.Stmt // the statement of a whole chunk, prepared once for every chunk
 	defer func() {
 		if full != nil {
@@ -121,11 +137,10 @@ func (s *Store) insertUsers(ctx context.Context, tx writeTx, users []store.NewUs
 		}
 		ids, err := rowsOf(rows, err, func(row scanner) (id int32, err error) { return id, row.Scan(&id) })
 		if err != nil {
-			if s.dialect.uniqueField(err) == "" {
-				return nil, fmt.Errorf("insert users: %w", err)
+			if s.dialect.uniqueField(err) != "" {
+				return nil, batchClash{err}
 			}
-			clash = err
-			break
+			return nil, fmt.Errorf("insert users: %w", err)
 		}
 		if len(ids) != last-first {
 			return nil, fmt.Errorf("insert users: %d rows inserted of %d", len(ids), last-first)
@@ -136,23 +151,22 @@ func (s *Store) insertUsers(ctx context.Context, tx writeTx, users []store.NewUs
 			created = append(created, insertedUser(id, users[first+i], now))
 		}
 	}
-	if clash == nil {
-		if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT batch_insert`); err != nil {
-			return nil, fmt.Errorf("insert users: %w", err)
-		}
-		return created, nil
-	}
-	if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT batch_insert`); err != nil {
-		return nil, fmt.Errorf("insert users: %w (the batch met: %w)", err, clash)
-	}
+	return created, nil
+}
+
+// insertUsersOneByOne inserts users in order, one statement each, and fails with the ItemError of
+// the first that fails. It follows a batch insert that clashed: if none clashes now, the user the
+// batch met is gone since, and the batch goes in.
+func (s *Store) insertUsersOneByOne(ctx context.Context, tx writeTx, users []store.NewUser, labels []string, now int64, actor store.Actor) ([]store.User, error) {
+	created := make([]store.User, 0, len(users))
 	for i, nu := range users {
-		if _, err := s.insertUser(ctx, tx, nu, labels[i], now, actor); err != nil {
+		u, err := s.insertUser(ctx, tx, nu, labels[i], now, actor)
+		if err != nil {
 			return nil, store.ItemError{Index: i, Err: err}
 		}
+		created = append(created, u)
 	}
-	// Inserted one by one, they all fit: the batch clashed with itself in a way the single
-	// inserts did not meet, which cannot be, so say what the batch met.
-	return nil, s.uniqueOr(fmt.Errorf("insert users: %w", clash))
+	return created, nil
 }
 
 // chunkRows is how many of the remaining users of a batch the next INSERT carries: rowsPer while
