@@ -121,7 +121,7 @@ func (s *Store) insertUsers(ctx context.Context, tx writeTx, users []store.NewUs
 	}()
 	for first, last := 0, 0; first < len(users); first = last {
 		last = first + chunkRows(len(users)-first, rowsPer)
-		query, args := insertManyStatement(users[first:last], labels[first:last], now, actor)
+		query, args := insertManyStatement(users[first:last], labels[first:last], now, actor, s.dialect.anonymousInsert)
 		var rows *sql.Rows
 		var err error
 		switch {
@@ -196,23 +196,37 @@ func insertedUser(id int32, nu store.NewUser, now int64) store.User {
 // time and the actor are the statement's first three arguments, shared by every row.
 const insertColumnsPerUser = 12
 
-// insertManyStatement is the INSERT of users, one row each, with its arguments.
-func insertManyStatement(users []store.NewUser, labels []string, now int64, actor store.Actor) (string, []any) {
+// insertManyStatement is the INSERT of users, one row each, with its arguments. With anonymous,
+// every placeholder is a "?" and the shared values are repeated in each row: SQLite's driver asks
+// for the name of each placeholder before it binds it, and SQLite finds a numbered one's name by
+// walking the statement's list of them, so that numbered placeholders cost the square of their
+// number.
+func insertManyStatement(users []store.NewUser, labels []string, now int64, actor store.Actor, anonymous bool) (string, []any) {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO users (name, name_key, role, created_at, updated_at, version, changed_by, changed_by_type,
 		user_name, user_name_key, given_name, family_name, email, email_key, external_id, active, labels) VALUES `)
-	args := make([]any, 0, 3+insertColumnsPerUser*len(users))
-	args = append(args, now, actor.Name, int64(actor.Type))
+	var args []any
+	if anonymous {
+		args = make([]any, 0, (insertColumnsPerUser+4)*len(users))
+	} else {
+		args = make([]any, 0, 3+insertColumnsPerUser*len(users))
+		args = append(args, now, actor.Name, int64(actor.Type))
+	}
 	for i, nu := range users {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		n := len(args) + 1
-		p := func(k int) string { return "$" + strconv.Itoa(n+k) }
-		fmt.Fprintf(&b, "(%s, %s, %s, $1, $1, 1, $2, $3, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-			p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8), p(9), p(10), p(11))
-		args = append(args, nu.Name, store.NameKey(nu.Name), nu.Role,
-			nu.UserName, store.NameKey(nu.UserName), nu.GivenName, nu.FamilyName, nu.Email, store.NameKey(nu.Email),
+		if anonymous {
+			b.WriteString("(?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			args = append(args, nu.Name, store.NameKey(nu.Name), nu.Role, now, now, actor.Name, int64(actor.Type))
+		} else {
+			n := len(args) + 1
+			p := func(k int) string { return "$" + strconv.Itoa(n+k) }
+			fmt.Fprintf(&b, "(%s, %s, %s, $1, $1, 1, $2, $3, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+				p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8), p(9), p(10), p(11))
+			args = append(args, nu.Name, store.NameKey(nu.Name), nu.Role)
+		}
+		args = append(args, nu.UserName, store.NameKey(nu.UserName), nu.GivenName, nu.FamilyName, nu.Email, store.NameKey(nu.Email),
 			nu.ExternalID, !nu.Inactive, labels[i])
 	}
 	b.WriteString(` RETURNING id`)

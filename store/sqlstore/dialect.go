@@ -50,10 +50,13 @@ type dialect struct {
 	// join their users (label_pages.go), for a planner that would otherwise list them all first.
 	labelDrivesPages bool
 	// insertRows is the most users one INSERT of a batch create carries. More rows a statement
-	// means fewer statements to send and run, until the statement's own costs take over: SQLite
-	// finds each numbered placeholder by a walk of a list of them, so a long statement costs the
-	// square of its placeholders, while PostgreSQL only pays a round trip per statement.
+	// means fewer statements to send and run (PostgreSQL pays a round trip for each), until the
+	// statement's own costs take over.
 	insertRows int
+	// anonymousInsert makes a batch create's INSERT take "?" placeholders (insertManyStatement):
+	// SQLite finds each numbered placeholder by a walk of a list of them, so that a long statement
+	// of numbered ones costs the square of their number.
+	anonymousInsert bool
 	// idsIn is a subquery of the ids that $1, a JSON array of integers, holds: a batch's ids are
 	// one argument, so that the statement's text is the same whatever their number, and each
 	// backend keeps one plan of it.

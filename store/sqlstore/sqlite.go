@@ -38,9 +38,10 @@ var sqliteDialect = dialect{
 		code, ok := sqliteCode(err)
 		return ok && code == sqliteConstraintForeignKey
 	},
-	uniqueField: sqliteUniqueField,
-	idsIn:       `SELECT value FROM json_each($1)`,
-	insertRows:  25,
+	uniqueField:     sqliteUniqueField,
+	idsIn:           `SELECT value FROM json_each($1)`,
+	insertRows:      100,
+	anonymousInsert: true,
 	// One row read instead of a scan of every user: triggers keep the counts (migration 0003). SQLite
 	// has one writer anyway, so the rows every write updates cost no concurrency.
 	// SQLite plans without statistics (usersd never runs ANALYZE), and then takes an equality on
