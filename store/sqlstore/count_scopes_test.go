@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,6 +200,65 @@ func TestWritesDuringABuildAreCountedOnce(t *testing.T) {
 			}
 			afterBuildSnapshot = nil
 			wantExactAroundAFold(t, s, "after a build with writes in its window", scopeFilters)
+		})
+	}
+}
+
+// TestInsertsOfManyRowsAreCountedRowByRow: a batch create of several statements' worth of users
+// of mixed roles, active and labels, and an INSERT of many rows through SQL that also holds
+// deleted users (as a replica of an older release or a bulk load may write), are counted in every
+// kept total as their users are: the filters' scopes, the roles' with and without the deleted
+// users, and the ranges of ids and creation times, before a fold and after it. (On PostgreSQL the
+// triggers of an insert run once per statement and sum the deltas of each scope, migration 0023.)
+func TestInsertsOfManyRowsAreCountedRowByRow(t *testing.T) {
+	for name, dsn := range rangeBackends {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := openStore(t, dsn(t))
+			rng := rand.New(rand.NewPCG(23, 23))
+			batch := make([]store.NewUser, 1100) // statements of 500, 500, 64, 32 and 4 rows on PostgreSQL
+			for i := range batch {
+				batch[i] = store.NewUser{Name: fmt.Sprint("batch ", i), Role: randomRole(rng), Identity: randomIdentity(rng)}
+			}
+			created, err := s.CreateUsers(ctx, batch, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids, times []int64
+			for _, u := range created {
+				ids, times = append(ids, int64(u.ID)), append(times, u.CreatedAt.UnixMicro())
+			}
+			var rows []string
+			for i := range 300 {
+				deleted := "NULL"
+				if i%4 == 0 {
+					deleted = "2"
+				}
+				labels := []string{`{}`, `{"team":"a"}`, `{"team":"b","tier":"c"}`}[i%3]
+				rows = append(rows, fmt.Sprintf(`('sql %d', 'sql %d', '%s', %d, %d, %s, %s, %v, '%s')`,
+					i, i, randomRole(rng), 1000+i, 1000+i, deleted, deleted, i%5 != 0, labels))
+			}
+			if _, err := s.writer.Exec(`INSERT INTO users (name, name_key, role, created_at, updated_at, delete_time, purge_time, active, labels)
+				VALUES ` + strings.Join(rows, ", ")); err != nil {
+				t.Fatal(err)
+			}
+			filters := func() []store.Filter {
+				return append(scopeFilters(), randomRanges(rng, ids, append(times, 1000, 1150), 40)...)
+			}
+			roleTotals := func(when string) {
+				t.Helper()
+				for _, role := range []string{"", "admin", "viewer", "absent"} {
+					for _, showDeleted := range []bool{false, true} {
+						page, err := s.ListUsers(ctx, store.UserQuery{Role: role, ShowDeleted: showDeleted, Limit: 1_000_000})
+						if err != nil || page.Total != int64(len(page.Items)) {
+							t.Fatalf("%s: role %q (deleted shown %v): total %d, %d users listed, %v", when, role, showDeleted, page.Total, len(page.Items), err)
+						}
+					}
+				}
+			}
+			roleTotals("before a fold")
+			wantExactAroundAFold(t, s, "after inserts of many rows", filters)
+			roleTotals("after a fold")
 		})
 	}
 }
