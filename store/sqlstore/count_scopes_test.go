@@ -150,7 +150,26 @@ func TestFilterScopeTotalsStayExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantExactTotals(t, s, "after a recount", scopeFilters())
+			wantLabelRowsOfUsers(t, s)
 		})
+	}
+}
+
+// wantLabelRowsOfUsers fails the test unless the label side table holds one row for each label of
+// each user there is, and none of a user that is gone (purged or deleted for good).
+func wantLabelRowsOfUsers(t *testing.T, s *Store) {
+	t.Helper()
+	labelsOf := `json_each(u.labels)`
+	if s.dialect == &postgresDialect {
+		labelsOf = `jsonb_each_text(u.labels::jsonb)`
+	}
+	var orphans, rows, labels int64
+	if err := s.reader.QueryRow(`SELECT (SELECT COUNT(*) FROM user_labels AS l WHERE NOT EXISTS (SELECT 1 FROM users AS u WHERE u.id = l.user_id)),
+		(SELECT COUNT(*) FROM user_labels), (SELECT COUNT(*) FROM users AS u, `+labelsOf+`)`).Scan(&orphans, &rows, &labels); err != nil {
+		t.Fatal(err)
+	}
+	if orphans != 0 || rows != labels {
+		t.Fatalf("user_labels holds %d rows, %d of them of users that are gone; the users have %d labels", rows, orphans, labels)
 	}
 }
 
