@@ -43,7 +43,9 @@ func TestAWatchSeesEveryChangeOnEveryProtocol(t *testing.T) {
 				apitest.Change{Kind: usersv1.UserEvent_KIND_CREATED, ID: id, Name: "watched " + p.Name},
 				apitest.Change{Kind: usersv1.UserEvent_KIND_UPDATED, ID: id, Name: renamed})
 			s.DeleteUser(t, id)
-			w.WantChanges(t, apitest.Change{Kind: usersv1.UserEvent_KIND_DELETED, ID: id, Name: ""})
+			if deleted := w.WantChanges(t, apitest.Change{Kind: usersv1.UserEvent_KIND_DELETED, ID: id, Name: ""}); deleted[0].GetSequence() <= got[1].GetSequence() {
+				t.Errorf("the delete has sequence %d after the update's %d", deleted[0].GetSequence(), got[1].GetSequence())
+			}
 			if role := got[1].GetUser().GetRole(); role != "admin" || got[1].GetUser().GetEtag() != `"2"` {
 				t.Errorf("the update's user has role %q and etag %s, want the whole user at version 2", role, got[1].GetUser().GetEtag())
 			}
@@ -69,12 +71,14 @@ func TestAWatchOfOneRoleSeesItsUsersComeAndGo(t *testing.T) {
 			if res.Status != http.StatusOK {
 				t.Fatalf("patch: %d %s", res.Status, res.Body)
 			}
-			s.DeleteUser(t, other)
-			s.DeleteUser(t, editor) // a viewer by now
+			// The deletes wait for the changes the watch must see: this server keeps no deleted
+			// users, so a delete forgets the user's name in the log too.
 			got := w.WantChanges(t, apitest.Change{Kind: usersv1.UserEvent_KIND_CREATED, ID: editor, Name: "editor"}, apitest.Change{Kind: usersv1.UserEvent_KIND_UPDATED, ID: editor, Name: "editor"})
 			if got[1].GetUser().GetRole() != "viewer" {
 				t.Errorf("the update shows role %q, want the new role", got[1].GetUser().GetRole())
 			}
+			s.DeleteUser(t, other)
+			s.DeleteUser(t, editor) // a viewer by now
 			w.Quiet(t, 300*time.Millisecond)
 		})
 	}

@@ -60,7 +60,7 @@ func (s *Store) BatchGetUsers(ctx context.Context, ids []int32) (_ []store.User,
 // CreateUsers inserts the users a statement of many rows at a time. When one of them clashes on a
 // unique value, the whole transaction is undone and a second one inserts the users one by one, to
 // name the first that clashes (the slow way is only taken by a batch that fails), and the whole
-// batch fails.
+// batch fails; if by then none clashes (the user it met was deleted meanwhile), it goes in.
 //
 // The first transaction holds no savepoint: it is the batch's alone, so undoing it undoes just the
 // batch, and a savepoint would make SQLite copy every page the batch changes into its sub-journal
