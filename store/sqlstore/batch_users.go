@@ -79,11 +79,11 @@ func (s *Store) CreateUsers(ctx context.Context, users []store.NewUser, done *st
 		size += len(nu.Name) + len(nu.Role) + identitySize(nu.Identity) + len(labels[i])
 	}
 	var created []store.User
-	insert := func(insert func(context.Context, writeTx, []store.NewUser, []string, int64, store.Actor) ([]store.User, error)) error {
+	insert := func(insertIn func(context.Context, writeTx, []store.NewUser, []string, int64, store.Actor) ([]store.User, error)) error {
 		return s.writeAlone(ctx, size, func(ctx context.Context, tx writeTx) error {
 			now := micros(s.now())
 			var err error
-			if created, err = insert(ctx, tx, users, labels, now, actor); err != nil {
+			if created, err = insertIn(ctx, tx, users, labels, now, actor); err != nil {
 				return err
 			}
 			return complete(ctx, tx, done, created)

@@ -140,11 +140,7 @@ func TestSQLiteFilterQueriesSeekAnIndex(t *testing.T) {
 // sorts nothing, so that it reads what it answers however many users have the label.
 func TestSQLiteLabelPagesInIDOrderReadOnlyTheirRows(t *testing.T) {
 	t.Parallel() // a store of its own: see open in sqlite_test.go
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "users.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, filepath.Join(t.TempDir(), "users.db"))
 	team := store.Filter{Op: store.FilterCompare, Field: store.FieldLabel, Key: "team", Cmp: store.CompareEqual,
 		Value: store.FilterValue{Kind: store.ValueString, String: "t8"}}
 	active := cmpFilter(store.FieldActive, store.CompareEqual, store.FilterValue{Kind: store.ValueBool, Bool: true})
