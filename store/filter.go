@@ -37,6 +37,8 @@ const (
 	FieldCreatedAt                         // ValueTime
 	FieldUpdatedAt                         // ValueTime
 	FieldLabel                             // ValueString, the value of the label Key (=, != only); a user without the label matches neither
+	FieldGivenName                         // ValueString, exact; no index
+	FieldFamilyName                        // ValueString, exact; no index
 )
 
 // Comparison is the operator of a FilterCompare.
@@ -65,17 +67,28 @@ const (
 type FilterValue struct {
 	Kind ValueKind
 	Int  int64
-	// String is the text of a ValueString; with Prefix, the prefix (the filter's "abc*" less its
-	// star), which only CompareEqual takes.
+	// String is the text of a ValueString: with a Match other than MatchWhole, the part of the
+	// field that it matches (the prefix of AIP-160's "abc*", less its star).
 	String string
-	Prefix bool
+	Match  Match
 	Bool   bool
 	Time   time.Time
 }
 
+// Match is how a ValueString matches a field: as the whole of it, or as a part. Only CompareEqual
+// takes a part, and never of a label.
+type Match uint8
+
+const (
+	MatchWhole  Match = iota // the field is the value
+	MatchPrefix              // the field starts with the value (AIP-160's "abc*", SCIM's sw): a range of an index
+	MatchSuffix              // the field ends with the value (SCIM's ew): every user in the list is tested
+	MatchInside              // the field contains the value (SCIM's co): every user in the list is tested
+)
+
 // Filter is one node of a filter's tree (see FilterOp). The rules build only well-formed trees: a
-// comparison's value has its field's kind, and Prefix comes only with CompareEqual on a string
-// field other than a label.
+// comparison's value has its field's kind, and a Match other than MatchWhole comes only with
+// CompareEqual on a string field other than a label.
 type Filter struct {
 	Op    FilterOp
 	Args  []Filter

@@ -334,7 +334,7 @@ func (b *filterBuilder) value(name string, field store.FilterField, cmp store.Co
 		if cmp != store.CompareEqual {
 			return store.FilterValue{}, b.errorf(rhs, "the prefix %s compares only with =", quoted(s.StringValue))
 		}
-		v.String, v.Prefix = prefix, true
+		v.String, v.Match = prefix, store.MatchPrefix
 	}
 	return v, nil
 }

@@ -123,7 +123,7 @@ func wellFormedCompare(f store.Filter) error {
 	if (f.Field == store.FieldLabel || f.Field == store.FieldActive) && f.Cmp != store.CompareEqual && f.Cmp != store.CompareNotEqual {
 		return fmt.Errorf("field %d with operator %d", f.Field, f.Cmp)
 	}
-	if v.Prefix && (v.Kind != store.ValueString || f.Field == store.FieldLabel || f.Cmp != store.CompareEqual) {
+	if v.Match != store.MatchWhole && (v.Kind != store.ValueString || f.Field == store.FieldLabel || f.Cmp != store.CompareEqual) {
 		return fmt.Errorf("a prefix on field %d with operator %d", f.Field, f.Cmp)
 	}
 	if v.Kind == store.ValueInt && (v.Int < math.MinInt32 || v.Int > math.MaxInt32) {

@@ -32,7 +32,7 @@ func notF(arg store.Filter) store.Filter {
 func intV(i int64) store.FilterValue { return store.FilterValue{Kind: store.ValueInt, Int: i} }
 func str(s string) store.FilterValue { return store.FilterValue{Kind: store.ValueString, String: s} }
 func prefixV(s string) store.FilterValue {
-	return store.FilterValue{Kind: store.ValueString, String: s, Prefix: true}
+	return store.FilterValue{Kind: store.ValueString, String: s, Match: store.MatchPrefix}
 }
 func boolV(b bool) store.FilterValue { return store.FilterValue{Kind: store.ValueBool, Bool: b} }
 func timeV(s string) store.FilterValue {

@@ -40,9 +40,9 @@ func keptScopes(f *store.Filter) (scopeFilter, bool) {
 			return scopeFilter{plus: countScope(""), minus: inactiveScope}, true
 		}
 		return scopeFilter{plus: inactiveScope}, true
-	case f.Field == store.FieldLabel && f.Cmp == store.CompareEqual && f.Value.Kind == store.ValueString && !f.Value.Prefix:
+	case f.Field == store.FieldLabel && f.Cmp == store.CompareEqual && f.Value.Kind == store.ValueString && f.Value.Match == store.MatchWhole:
 		return scopeFilter{plus: labelScope(f.Key, f.Value.String)}, true
-	case f.Field == store.FieldRole && f.Value.Kind == store.ValueString && !f.Value.Prefix &&
+	case f.Field == store.FieldRole && f.Value.Kind == store.ValueString && f.Value.Match == store.MatchWhole &&
 		(f.Cmp == store.CompareEqual || f.Cmp == store.CompareNotEqual):
 		// The role's own count, which the lists by role read too ("role:" is the users without one).
 		role := "role:" + f.Value.String

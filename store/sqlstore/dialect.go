@@ -46,6 +46,9 @@ type dialect struct {
 	// an indexed column as one that holds for few rows, for a planner that has no statistics to
 	// tell (see filter.go).
 	selectiveRange string
+	// suffixOf is the format of the last %[2]s characters of the text column %[1]s; contains, of
+	// the condition that the text column %[1]s holds the text %[2]s.
+	suffixOf, contains string
 	// labelDrivesPages makes a page in id order of a label's value read the label's entries and
 	// join their users (label_pages.go), for a planner that would otherwise list them all first.
 	labelDrivesPages bool

@@ -6,7 +6,9 @@
 // created_at (the sort indexes), role (the role indexes), user_name, email and external_id (their
 // unique indexes, on the stored keys), active (users_active_id) and the labels (the side table
 // user_labels, which triggers keep from users.labels). name is served by its sort index too.
-// updated_at has no index: a filter on it alone reads the users in the sort order and tests each.
+// updated_at, given_name and family_name have no index, and a suffix or a part inside a string
+// (SCIM's ew and co) none can serve: a filter on them alone reads the users in the sort order and
+// tests each.
 //
 // Totals count with the same condition, but for the filters that kept counts answer in a list
 // without deleted users, role or name search (list.go, keptCount): one range of id or created_at
@@ -22,6 +24,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"usersd/store"
 )
@@ -99,6 +102,8 @@ var stringColumns = map[store.FilterField]struct {
 	store.FieldUserName:   {column: "user_name_key", key: true, partial: true},
 	store.FieldEmail:      {column: "email_key", key: true, partial: true},
 	store.FieldExternalID: {column: "external_id", partial: true},
+	store.FieldGivenName:  {column: "given_name"},
+	store.FieldFamilyName: {column: "family_name"},
 }
 
 func (d *dialect) compareCondition(f *store.Filter, a *args) (string, error) {
@@ -107,8 +112,8 @@ func (d *dialect) compareCondition(f *store.Filter, a *args) (string, error) {
 		return "", fmt.Errorf("filter: unknown comparison %d", f.Cmp)
 	}
 	v := f.Value
-	if v.Prefix && (f.Cmp != store.CompareEqual || v.Kind != store.ValueString || f.Field == store.FieldLabel) {
-		return "", fmt.Errorf("filter: a prefix only compares a string field for equality")
+	if v.Match != store.MatchWhole && (f.Cmp != store.CompareEqual || v.Kind != store.ValueString || f.Field == store.FieldLabel) {
+		return "", fmt.Errorf("filter: a part of a value only compares a string field for equality")
 	}
 	kind := map[store.FilterField]store.ValueKind{
 		store.FieldID: store.ValueInt, store.FieldActive: store.ValueBool,
@@ -149,7 +154,17 @@ func (d *dialect) compareCondition(f *store.Filter, a *args) (string, error) {
 	if c.key {
 		value = store.NameKey(value)
 	}
-	if v.Prefix {
+	switch v.Match {
+	case store.MatchSuffix:
+		if value == "" { // every text ends with none; SQLite's substr would take it for the whole
+			return truth(true) + nonEmpty(c.partial, c.column), nil
+		}
+		// The value's length in characters, as both backends count a text's.
+		return fmt.Sprintf(d.suffixOf, c.column, a.add(int64(utf8.RuneCountInString(value)))) + " = " + a.add(value) +
+			nonEmpty(c.partial, c.column), nil
+	case store.MatchInside:
+		return fmt.Sprintf(d.contains, c.column, a.add(value)) + nonEmpty(c.partial, c.column), nil
+	case store.MatchPrefix:
 		var from, to string
 		if c.key {
 			from, to = store.NameKeyRange(v.String)

@@ -83,5 +83,5 @@ func splitLabel(f *store.Filter) (label, rest *store.Filter) {
 // whole string, as compareCondition takes it.
 func isLabel(f *store.Filter) bool {
 	return f.Op == store.FilterHasLabel || f.Op == store.FilterCompare && f.Field == store.FieldLabel &&
-		f.Cmp == store.CompareEqual && f.Value.Kind == store.ValueString && !f.Value.Prefix
+		f.Cmp == store.CompareEqual && f.Value.Kind == store.ValueString && f.Value.Match == store.MatchWhole
 }

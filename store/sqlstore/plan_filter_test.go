@@ -46,7 +46,7 @@ func cmpFilter(field store.FilterField, c store.Comparison, v store.FilterValue)
 func filterPlanCases() []filterPlanCase {
 	str := func(s string) store.FilterValue { return store.FilterValue{Kind: store.ValueString, String: s} }
 	pre := func(s string) store.FilterValue {
-		return store.FilterValue{Kind: store.ValueString, String: s, Prefix: true}
+		return store.FilterValue{Kind: store.ValueString, String: s, Match: store.MatchPrefix}
 	}
 	num := func(i int64) store.FilterValue { return store.FilterValue{Kind: store.ValueInt, Int: i} }
 	at := func(us int64) store.FilterValue {

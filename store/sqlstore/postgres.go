@@ -52,6 +52,8 @@ var postgresDialect = dialect{
 	uniqueField:         postgresUniqueField,
 	idsIn:               `SELECT value::integer FROM json_array_elements_text($1::json)`,
 	insertRows:          500,
+	suffixOf:            `right(%[1]s, %[2]s)`,
+	contains:            `strpos(%[1]s, %[2]s) > 0`,
 	forUpdate:           ` FOR UPDATE`,
 	// Kept without a row that every write updates (migration 0007): writes append deltas, and
 	// foldCountDeltas folds them into user_counts.

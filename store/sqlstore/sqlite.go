@@ -41,6 +41,8 @@ var sqliteDialect = dialect{
 	uniqueField:     sqliteUniqueField,
 	idsIn:           `SELECT value FROM json_each($1)`,
 	insertRows:      100,
+	suffixOf:        `substr(%[1]s, -%[2]s)`,
+	contains:        `instr(%[1]s, %[2]s) > 0`,
 	anonymousInsert: true,
 	// One row read instead of a scan of every user: triggers keep the counts (migration 0003). SQLite
 	// has one writer anyway, so the rows every write updates cost no concurrency.

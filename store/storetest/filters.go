@@ -53,13 +53,19 @@ func FilterHolds(f store.Filter, u store.User) bool {
 	default:
 		have, want := map[store.FilterField]string{
 			store.FieldName: u.Name, store.FieldRole: u.Role, store.FieldExternalID: u.ExternalID,
+			store.FieldGivenName: u.GivenName, store.FieldFamilyName: u.FamilyName,
 			store.FieldUserName: store.NameKey(u.UserName), store.FieldEmail: store.NameKey(u.Email),
 		}[f.Field], v.String
 		if f.Field == store.FieldUserName || f.Field == store.FieldEmail {
 			want = store.NameKey(want)
 		}
-		if v.Prefix {
+		switch v.Match {
+		case store.MatchPrefix:
 			return strings.HasPrefix(have, want)
+		case store.MatchSuffix: // an identity field that is empty is absent: no part matches it
+			return strings.HasSuffix(have, want) && (have != "" || !identityField(f.Field))
+		case store.MatchInside:
+			return strings.Contains(have, want) && (have != "" || !identityField(f.Field))
 		}
 		c = strings.Compare(have, want)
 	}
@@ -77,6 +83,11 @@ func FilterHolds(f store.Filter, u store.User) bool {
 	default:
 		return c >= 0
 	}
+}
+
+// identityField reports whether f is one of the identity fields whose "" means none.
+func identityField(f store.FilterField) bool {
+	return f == store.FieldUserName || f == store.FieldEmail || f == store.FieldExternalID
 }
 
 func boolInt(b bool) int64 {
@@ -104,7 +115,7 @@ func not(arg store.Filter) store.Filter {
 }
 func text(s string) store.FilterValue { return store.FilterValue{Kind: store.ValueString, String: s} }
 func prefix(s string) store.FilterValue {
-	return store.FilterValue{Kind: store.ValueString, String: s, Prefix: true}
+	return store.FilterValue{Kind: store.ValueString, String: s, Match: store.MatchPrefix}
 }
 func integer(i int64) store.FilterValue { return store.FilterValue{Kind: store.ValueInt, Int: i} }
 func boolean(b bool) store.FilterValue  { return store.FilterValue{Kind: store.ValueBool, Bool: b} }
@@ -130,10 +141,10 @@ func describeFilter(f store.Filter) string {
 	field := map[store.FilterField]string{store.FieldID: "id", store.FieldName: "name", store.FieldRole: "role",
 		store.FieldUserName: "user_name", store.FieldEmail: "email", store.FieldExternalID: "external_id",
 		store.FieldActive: "active", store.FieldCreatedAt: "created_at", store.FieldUpdatedAt: "updated_at",
-		store.FieldLabel: "labels." + f.Key}[f.Field]
+		store.FieldLabel: "labels." + f.Key, store.FieldGivenName: "given_name", store.FieldFamilyName: "family_name"}[f.Field]
 	op := []string{"", "=", "!=", "<", "<=", ">", ">="}[f.Cmp]
 	v := f.Value
-	value := map[store.ValueKind]string{store.ValueInt: fmt.Sprint(v.Int), store.ValueString: fmt.Sprintf("%q", v.String+map[bool]string{true: "*"}[v.Prefix]),
+	value := map[store.ValueKind]string{store.ValueInt: fmt.Sprint(v.Int), store.ValueString: fmt.Sprintf([]string{"%q", "%q*", "*%q", "*%q*"}[v.Match], v.String),
 		store.ValueBool: fmt.Sprint(v.Bool), store.ValueTime: v.Time.Format(time.RFC3339Nano)}[v.Kind]
 	return field + " " + op + " " + value
 }
@@ -146,11 +157,11 @@ func filterUsers(t *testing.T, s store.Store, clock *Clock) (live, deleted []sto
 	clock.Freeze()
 	for _, nu := range []store.NewUser{
 		{Name: "Ada", Role: "admin", Identity: store.Identity{UserName: "Ada.L", Email: "ada@example.com", ExternalID: "E-1",
-			Labels: map[string]string{"team": "core", "tier": "gold"}}},
+			GivenName: "Ada", FamilyName: "Lovelace", Labels: map[string]string{"team": "core", "tier": "gold"}}},
 		{Name: "bob", Role: "viewer", Identity: store.Identity{UserName: "bob", Email: "BOB@Example.com", ExternalID: "E-2",
 			Inactive: true, Labels: map[string]string{"team": "edge"}}},
 		{Name: "Carol", Role: ""},
-		{Name: "Dan's; DROP TABLE users; --", Role: "editor", Identity: store.Identity{UserName: "o'brien", Email: `"x"@y`,
+		{Name: "Dan's; DROP TABLE users; --", Role: "editor", Identity: store.Identity{UserName: "o'brien", Email: `"x"@y`, FamilyName: "O'Brien",
 			ExternalID: "id'; SELECT 1", Labels: map[string]string{"note": "it's; OR 1=1 --", "team": ""}}},
 		{Name: "Ädam", Role: "editor", Identity: store.Identity{UserName: "ÄDAM", Email: "adam@example.org", ExternalID: "E-10",
 			Labels: map[string]string{"tier": "silver"}}},
@@ -290,6 +301,58 @@ func testFilterPrefixes(t *testing.T, s store.Store, clock *Clock) {
 		{is(store.FieldEmail, store.CompareEqual, prefix(`"X"@`)), []int{3}},
 		{is(store.FieldEmail, store.CompareEqual, prefix("\U0010FFFF")), nil}, // no successor: the bound is dropped
 		{not(is(store.FieldEmail, store.CompareEqual, prefix("ada"))), []int{1, 2, 3, 5, 7}},
+	} {
+		page := checkFilter(t, s, users, store.UserQuery{Filter: &c.f})
+		var want []int32
+		for _, i := range c.want {
+			want = append(want, users[i].ID)
+		}
+		if !slices.Equal(ids(page), want) {
+			t.Errorf("filter %s: %v; want users %v", describeFilter(c.f), describe(page), c.want)
+		}
+	}
+}
+
+func suffix(s string) store.FilterValue {
+	return store.FilterValue{Kind: store.ValueString, String: s, Match: store.MatchSuffix}
+}
+func inside(s string) store.FilterValue {
+	return store.FilterValue{Kind: store.ValueString, String: s, Match: store.MatchInside}
+}
+
+// testFilterParts holds the matches of a part of a string that SCIM's ew and co ask for, on every
+// string field: ignoring case where the field does, an empty identity field matching none.
+func testFilterParts(t *testing.T, s store.Store, clock *Clock) {
+	users, _ := filterUsers(t, s, clock)
+	fields := []store.FilterField{store.FieldName, store.FieldRole, store.FieldUserName, store.FieldEmail,
+		store.FieldExternalID, store.FieldGivenName, store.FieldFamilyName}
+	for _, field := range fields {
+		for _, part := range []string{"", "a", "AM", "-1", "%", "_", "'", "example.COM", "\U0010FFFF"} {
+			for _, v := range []store.FilterValue{suffix(part), inside(part)} {
+				f := is(field, store.CompareEqual, v)
+				checkFilter(t, s, users, store.UserQuery{Filter: &f})
+				n := not(f)
+				checkFilter(t, s, users, store.UserQuery{Filter: &n})
+			}
+		}
+	}
+	for _, c := range []struct {
+		f    store.Filter
+		want []int
+	}{
+		{is(store.FieldEmail, store.CompareEqual, suffix("@EXAMPLE.com")), []int{0, 1, 6}},
+		{is(store.FieldEmail, store.CompareEqual, inside("ADA")), []int{0, 4, 6}},
+		{is(store.FieldUserName, store.CompareEqual, suffix("")), []int{0, 1, 3, 4, 5, 6, 7}}, // not Carol: none
+		{is(store.FieldUserName, store.CompareEqual, suffix("AM")), []int{4, 5}},              // the long s folds with s
+		{is(store.FieldExternalID, store.CompareEqual, inside("-1")), []int{0, 4, 6}},
+		{is(store.FieldExternalID, store.CompareEqual, inside("e-")), []int{6}}, // exact
+		{is(store.FieldName, store.CompareEqual, suffix("am")), []int{4, 5}},
+		{is(store.FieldName, store.CompareEqual, inside("%")), []int{7}}, // % and _ are themselves
+		{is(store.FieldName, store.CompareEqual, inside("'")), []int{3}},
+		{is(store.FieldGivenName, store.CompareEqual, text("Ada")), []int{0}},
+		{is(store.FieldFamilyName, store.CompareEqual, inside("Brien")), []int{3}},
+		{is(store.FieldGivenName, store.CompareEqual, suffix("")), []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		{not(is(store.FieldEmail, store.CompareEqual, inside("example"))), []int{2, 3, 7}}, // none, or not at example
 	} {
 		page := checkFilter(t, s, users, store.UserQuery{Filter: &c.f})
 		var want []int32

@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T, now func() time.Time) store.Store
 
 		{"a filter compares every field with every operator", testFilterFieldsAndOperators},
 		{"a filter matches prefixes, ignoring case where the field does", testFilterPrefixes},
+		{"a filter matches suffixes and parts inside, ignoring case where the field does", testFilterParts},
 		{"filters nest with AND, OR and NOT", testFilterNesting},
 		{"a filter combines with the role, the name search, deleted users, sorts and cursors", testFilterWithTheRestOfTheQuery},
 		{"a filter's values are bound, never part of the statement", testFilterValuesAreBound},
