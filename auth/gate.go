@@ -75,6 +75,9 @@ type Request struct {
 	// TokenInURL says that the request's URL carries an access token, which is refused wherever
 	// it comes.
 	TokenInURL bool
+	// KeyAsBearer lets Authorization: Bearer carry an API key as well as a token: SCIM's routes
+	// take it, since identity providers can send no other header.
+	KeyAsBearer bool
 	// RemoteAddr is the client's address (host:port): the caller of a request without a valid
 	// credential, for the rate limits.
 	RemoteAddr string
@@ -145,6 +148,7 @@ var (
 	errTwoCredentials  = errors.New("send one credential, an API key (x-api-key) or a bearer token (Authorization), not both")
 	errNotBearer       = errors.New("the Authorization header takes a bearer token: Authorization: Bearer <token>")
 	errNoIssuer        = errors.New("this service takes no bearer tokens (no -jwt-issuer): send an API key in x-api-key")
+	errBearerNotKey    = errors.New("the bearer is not a valid API key, and this service takes no bearer tokens (no -jwt-issuer)")
 	errTokenInURL      = errors.New("a token in the URL is refused (URLs end up in logs and histories): send it in the Authorization header")
 )
 
@@ -170,7 +174,7 @@ func (g *Gate) Decide(ctx context.Context, r Request) Decision {
 			}
 		}
 	}
-	id, err := g.identify(ctx, r.APIKey, r.Authorization, r.Now)
+	id, err := g.identify(ctx, r.APIKey, r.Authorization, r.KeyAsBearer, r.Now)
 	valid := presented && err == nil
 	unavailable := errors.Is(err, errKeysNotLoaded) // no fault of the credential's
 	var d Decision
@@ -223,9 +227,10 @@ func (g *Gate) overRate(rate RateDecision) Decision {
 }
 
 // identify checks the credential a request carries: apiKey (x-api-key) or authorization (its
-// Authorization header). With neither, it returns no identity and no error; err says why one is
-// refused, and the identity of a refused bearer token says Bearer.
-func (g *Gate) identify(ctx context.Context, apiKey, authorization string, now time.Time) (Identity, error) {
+// Authorization header), whose bearer may be an API key where keyAsBearer says so. With neither,
+// it returns no identity and no error; err says why one is refused, and the identity of a refused
+// bearer token says Bearer.
+func (g *Gate) identify(ctx context.Context, apiKey, authorization string, keyAsBearer bool, now time.Time) (Identity, error) {
 	switch {
 	case apiKey != "" && authorization != "":
 		return Identity{}, errTwoCredentials
@@ -241,6 +246,14 @@ func (g *Gate) identify(ctx context.Context, apiKey, authorization string, now t
 	scheme, token, _ := strings.Cut(authorization, " ")
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return Identity{Bearer: true}, errNotBearer
+	}
+	if keyAsBearer {
+		if key, digest, ok := g.keys.find(strings.TrimSpace(token)); ok {
+			return Identity{ID: digest, Name: key.Name, Scopes: key.Scopes, bucket: "key " + key.Name}, nil
+		}
+		if g.bearer == nil {
+			return Identity{Bearer: true}, errBearerNotKey
+		}
 	}
 	if g.bearer == nil {
 		return Identity{Bearer: true}, errNoIssuer

@@ -47,13 +47,14 @@ type authorizer struct {
 // require lets a request through to next only when the gate lets it pass (see auth.Gate.Decide),
 // with the caller the gate names in its context. The check runs before the handler reads
 // anything, so a refused request costs no work and is refused whatever its body.
-func (a *authorizer) require(need auth.Scopes, publicRead bool, next http.Handler) http.Handler {
+func (a *authorizer) require(need auth.Scopes, publicRead, keyAsBearer bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := infoOf(r.Context())
 		d := a.gate.Decide(r.Context(), auth.Request{
 			APIKey:        headerValue(r.Header, apiKeyHeaderKey),
 			Authorization: headerValue(r.Header, "Authorization"),
 			TokenInURL:    tokenInQuery(r.URL.RawQuery),
+			KeyAsBearer:   keyAsBearer,
 			RemoteAddr:    r.RemoteAddr,
 			Need:          need,
 			PublicRead:    publicRead,

@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"usersd/scim"
 	"usersd/store"
 	"usersd/users"
 )
@@ -159,6 +160,10 @@ type errorWriter struct {
 
 // write answers r with err: in the RPC protocol the request speaks, or as REST JSON.
 func (ew *errorWriter) write(w http.ResponseWriter, r *http.Request, err error) {
+	if scim.Serves(r) {
+		ew.writeSCIM(w, r, err)
+		return
+	}
 	ce := publicError(r.Context(), ew.logger, err)
 	if ew.routes.isRPC(r) {
 		recordRPCCode(r.Context(), ce.Code())
@@ -174,6 +179,25 @@ func (ew *errorWriter) write(w http.ResponseWriter, r *http.Request, err error) 
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSONBytes(w, restStatusOf(err, ce), errorBodyOf(ce))
+}
+
+// writeSCIM answers a SCIM request with err in SCIM's error schema: a refusal of the SCIM face's
+// own as it is, any other error as the service makes it public.
+func (ew *errorWriter) writeSCIM(w http.ResponseWriter, r *http.Request, err error) {
+	if scim.AsError(err) != nil {
+		scim.WriteError(w, err, 0, "")
+		return
+	}
+	ce := publicError(r.Context(), ew.logger, err)
+	switch ce.Code() {
+	case connect.CodeUnauthenticated:
+		if w.Header().Get("WWW-Authenticate") == "" { // a bearer token's refusal has its own
+			w.Header().Set("WWW-Authenticate", `Bearer realm="usersd"`)
+		}
+	case connect.CodeUnavailable:
+		w.Header().Set("Retry-After", "1")
+	}
+	scim.WriteError(w, err, restStatusOf(err, ce), ce.Message())
 }
 
 // writeUnavailableJSON writes the REST error body of a server that cannot answer yet: 503 with

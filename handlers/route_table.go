@@ -48,6 +48,8 @@ type route struct {
 	// stream says that the route's answer lasts as long as its client watches: it sheds the request
 	// deadline, and keeps its connection's deadlines itself (see streamWriter).
 	stream bool
+	// keyAsBearer lets the route's callers send their API key as Authorization: Bearer (SCIM).
+	keyAsBearer bool
 }
 
 // routeTable holds every route twice. serving also has a catch-all, so that a request is matched
@@ -118,6 +120,13 @@ func (t *routeTable) protected(pattern string, scope auth.Scopes, h http.Handler
 	t.add(route{pattern: pattern, access: accessProtected, scope: scope}, h)
 }
 
+// scim adds a SCIM route: protected as every route that reads or changes users is, whether reads
+// are public or not, and taking an API key as a bearer, since identity providers send no other
+// credential header.
+func (t *routeTable) scim(pattern string, scope auth.Scopes, h http.Handler) {
+	t.add(route{pattern: pattern, access: accessProtected, scope: scope, keyAsBearer: true}, h)
+}
+
 // rpcMethod is a method of an RPC service. reads says why the method changes nothing; it is empty
 // for a method that may change data, which then needs a key and users.write. scope is what a
 // method that reads needs: users.read for a read of users, none for the service's own methods
@@ -177,7 +186,7 @@ func (t *routeTable) add(r route, h http.Handler) {
 	}
 	if r.scope != 0 {
 		// Outside the stream's wrappers: a refused watch takes no watch slot.
-		h = t.auth.require(r.scope, r.access == accessPublic, h)
+		h = t.auth.require(r.scope, r.access == accessPublic, r.keyAsBearer, h)
 	}
 	_, path, _ := strings.Cut(r.pattern, " ")
 	served := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

@@ -21,6 +21,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/internal/apitest"
+	"usersd/scim"
 	"usersd/store/sqlstore"
 )
 
@@ -138,7 +139,12 @@ func TestEveryWriteIsRefusedWithoutAValidKey(t *testing.T) {
 					if res.status != http.StatusUnauthorized {
 						t.Fatalf("%q answered %d %s, want 401", r.pattern, res.status, res.body)
 					}
-					if method != http.MethodHead {
+					switch {
+					case strings.HasPrefix(path, scim.Prefix+"/"):
+						if !isSCIMError(res.body, http.StatusUnauthorized) {
+							t.Fatalf("body %s, want SCIM's error schema with status 401", res.body)
+						}
+					case method != http.MethodHead:
 						if _, reason, err := apitest.CheckErrorBody(res.body); err != nil || reason != "UNAUTHENTICATED" {
 							t.Fatalf("body %s (%v), want the error body of reason UNAUTHENTICATED", res.body, err)
 						}
@@ -349,6 +355,17 @@ func restRequestFor(pattern string, id int) (method, path, body string) {
 		body = `{"name":"Intruder"}`
 	}
 	return method, path, body
+}
+
+// isSCIMError reports whether body is SCIM's error schema (RFC 7644 section 3.12) with status.
+func isSCIMError(body []byte, status int) bool {
+	var e struct {
+		Schemas []string `json:"schemas"`
+		Status  string   `json:"status"`
+		Detail  string   `json:"detail"`
+	}
+	return json.Unmarshal(body, &e) == nil && len(e.Schemas) == 1 && e.Schemas[0] == "urn:ietf:params:scim:api:messages:2.0:Error" &&
+		e.Status == strconv.Itoa(status) && e.Detail != ""
 }
 
 // startRouteTestService builds the service with New on a SQLite store of its own and serves it on

@@ -19,6 +19,7 @@ import (
 	"usersd/handlers/health"
 	"usersd/handlers/static"
 	"usersd/openapi"
+	"usersd/scim"
 	"usersd/web"
 
 	_ "google.golang.org/grpc/reflection/grpc_reflection_v1"      // reflection describes itself
@@ -84,6 +85,19 @@ func addRoutes(routes *routeTable, d deps) error {
 	routes.protected("POST /users/{id}:undelete", auth.ScopeWrite, undeleteUserREST(service, errs))
 	routes.read("GET /users/{id}/posts", listPostsREST(service, errs))
 	routes.protected("POST /users/{id}/posts", auth.ScopeWrite, createPostREST(service, errs))
+
+	// SCIM 2.0, for identity providers: every route that reads or changes users needs its scope
+	// whether reads are public or not; the discovery documents describe the service only.
+	for _, r := range scim.Routes(service, errs.write) {
+		switch {
+		case r.Public:
+			routes.public(r.Pattern, r.Handler, "")
+		case r.Write:
+			routes.scim(r.Pattern, auth.ScopeWrite, r.Handler)
+		default:
+			routes.scim(r.Pattern, auth.ScopeRead, r.Handler)
+		}
+	}
 
 	// The service's own routes.
 	routes.public("GET /health", healthREST(d.health), "")

@@ -17,6 +17,7 @@ import (
 	"usersd/auth"
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/scim"
 	"usersd/store/sqlstore"
 )
 
@@ -129,7 +130,11 @@ func TestEveryRouteHoldsItsScope(t *testing.T) {
 					if got := checkOfStatus(status); got != want {
 						t.Errorf("%s %s with key %q: %d %s, want %s", method, path, key, status, errorBody, want)
 					}
-					if want != passes && !strings.HasPrefix(errorBody, `{"error":`) {
+					if want != passes && strings.HasPrefix(path, scim.Prefix+"/") {
+						if !isSCIMError([]byte(errorBody), status) {
+							t.Errorf("%s %s with key %q: body %s, want SCIM's error schema", method, path, key, errorBody)
+						}
+					} else if want != passes && !strings.HasPrefix(errorBody, `{"error":`) {
 						t.Errorf("%s %s with key %q: body %s, want {\"error\": ...}", method, path, key, errorBody)
 					}
 					counts[want]++

@@ -1,0 +1,334 @@
+package scim
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	filter "github.com/scim2/filter-parser/v2"
+
+	"usersd/store"
+)
+
+// The limits of a filter, the same as those of a REST filter: they bound the work of a parse and
+// the size of the query a store builds from it.
+const (
+	maxFilterBytes       = 2000
+	maxFilterComparisons = 32
+	maxFilterNesting     = 8
+)
+
+// parseFilter turns a SCIM filter (RFC 7644 section 3.4.2.2) into the store's typed tree, whose
+// every value a store binds as a parameter. scim2/filter-parser does the grammar; the attributes,
+// operators and values usersd keeps are checked here. Every refusal is invalidFilter.
+func parseFilter(text string) (*store.Filter, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, nil
+	}
+	if len(text) > maxFilterBytes {
+		return nil, refuse(typeInvalidFilter, "the filter is %d bytes long; at most %d are allowed", len(text), maxFilterBytes)
+	}
+	expr, err := filter.ParseFilter([]byte(text))
+	if err != nil {
+		return nil, refuse(typeInvalidFilter, "the filter %q is not a SCIM filter: %v", text, err)
+	}
+	b := filterBuilder{}
+	f, err := b.build(expr, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+type filterBuilder struct{ comparisons int }
+
+func (b *filterBuilder) build(expr filter.Expression, depth int) (store.Filter, error) {
+	if depth > maxFilterNesting {
+		return store.Filter{}, refuse(typeInvalidFilter, "the filter nests deeper than %d levels", maxFilterNesting)
+	}
+	switch e := expr.(type) {
+	case *filter.LogicalExpression:
+		op := store.FilterAnd
+		if e.Operator == filter.OR {
+			op = store.FilterOr
+		}
+		var args []store.Filter
+		for _, side := range []filter.Expression{e.Left, e.Right} {
+			f, err := b.build(side, depth+1)
+			if err != nil {
+				return store.Filter{}, err
+			}
+			if f.Op == op { // a chain of one operator is one level
+				args = append(args, f.Args...)
+			} else {
+				args = append(args, f)
+			}
+		}
+		return store.Filter{Op: op, Args: args}, nil
+	case *filter.NotExpression:
+		f, err := b.build(e.Expression, depth+1)
+		if err != nil {
+			return store.Filter{}, err
+		}
+		return store.Filter{Op: store.FilterNot, Args: []store.Filter{f}}, nil
+	case *filter.AttributeExpression:
+		return b.compare(e.AttributePath, e.Operator, e.CompareValue, "")
+	case *filter.ValuePath:
+		return b.valuePath(e, depth)
+	}
+	return store.Filter{}, refuse(typeInvalidFilter, "the filter holds an expression usersd does not know: %v", expr)
+}
+
+// valuePath is a filter on the values of a multi-valued attribute: emails[type eq "work"] or
+// roles[value eq "admin"]. usersd keeps one value of each, the primary one, whose type is work.
+func (b *filterBuilder) valuePath(e *filter.ValuePath, depth int) (store.Filter, error) {
+	if e.AttributePath.SubAttribute != nil {
+		return store.Filter{}, refuse(typeInvalidFilter, "%v: a value filter applies to a multi-valued attribute", e.AttributePath)
+	}
+	parent := strings.ToLower(e.AttributePath.AttributeName)
+	if parent != "emails" && parent != "roles" {
+		return store.Filter{}, refuse(typeInvalidFilter, "%v: usersd filters the values of emails and roles only", e.AttributePath)
+	}
+	// Inside the brackets, attributes are the sub-attributes of parent.
+	var inner func(expr filter.Expression, depth int) (store.Filter, error)
+	inner = func(expr filter.Expression, depth int) (store.Filter, error) {
+		if depth > maxFilterNesting {
+			return store.Filter{}, refuse(typeInvalidFilter, "the filter nests deeper than %d levels", maxFilterNesting)
+		}
+		switch x := expr.(type) {
+		case *filter.LogicalExpression:
+			l, err := inner(x.Left, depth+1)
+			if err != nil {
+				return store.Filter{}, err
+			}
+			r, err := inner(x.Right, depth+1)
+			if err != nil {
+				return store.Filter{}, err
+			}
+			op := store.FilterAnd
+			if x.Operator == filter.OR {
+				op = store.FilterOr
+			}
+			return store.Filter{Op: op, Args: []store.Filter{l, r}}, nil
+		case *filter.NotExpression:
+			f, err := inner(x.Expression, depth+1)
+			if err != nil {
+				return store.Filter{}, err
+			}
+			return store.Filter{Op: store.FilterNot, Args: []store.Filter{f}}, nil
+		case *filter.AttributeExpression:
+			if x.AttributePath.SubAttribute != nil || x.AttributePath.URIPrefix != nil {
+				return store.Filter{}, refuse(typeInvalidFilter, "%v is not a sub-attribute of %s", x.AttributePath, parent)
+			}
+			return b.compare(filter.AttributePath{AttributeName: parent, SubAttribute: &x.AttributePath.AttributeName}, x.Operator, x.CompareValue, parent)
+		}
+		return store.Filter{}, refuse(typeInvalidFilter, "%v: a value filter holds comparisons of sub-attributes", expr)
+	}
+	return inner(e.ValueFilter, depth+1)
+}
+
+// attributeKinds are the attributes a filter may name, lower-cased, with what each compares.
+var attributeKinds = map[string]struct {
+	field store.FilterField
+	kind  store.ValueKind
+	// always says that every user has the attribute, so that pr holds for all.
+	always bool
+}{
+	"id":                {field: store.FieldID, kind: store.ValueInt, always: true},
+	"username":          {field: store.FieldUserName, kind: store.ValueString},
+	"externalid":        {field: store.FieldExternalID, kind: store.ValueString},
+	"displayname":       {field: store.FieldName, kind: store.ValueString, always: true},
+	"name.formatted":    {field: store.FieldName, kind: store.ValueString, always: true},
+	"name.givenname":    {field: store.FieldGivenName, kind: store.ValueString},
+	"name.familyname":   {field: store.FieldFamilyName, kind: store.ValueString},
+	"emails":            {field: store.FieldEmail, kind: store.ValueString},
+	"emails.value":      {field: store.FieldEmail, kind: store.ValueString},
+	"roles":             {field: store.FieldRole, kind: store.ValueString},
+	"roles.value":       {field: store.FieldRole, kind: store.ValueString},
+	"active":            {field: store.FieldActive, kind: store.ValueBool, always: true},
+	"meta.created":      {field: store.FieldCreatedAt, kind: store.ValueTime, always: true},
+	"meta.lastmodified": {field: store.FieldUpdatedAt, kind: store.ValueTime, always: true},
+}
+
+// compare is one comparison of an attribute with a value.
+func (b *filterBuilder) compare(path filter.AttributePath, op filter.CompareOperator, value any, within string) (store.Filter, error) {
+	b.comparisons++
+	if b.comparisons > maxFilterComparisons {
+		return store.Filter{}, refuse(typeInvalidFilter, "the filter holds more than %d comparisons", maxFilterComparisons)
+	}
+	if uri := path.URI(); uri != "" && !strings.EqualFold(uri, schemaUser) {
+		return store.Filter{}, refuse(typeInvalidFilter, "%v: usersd's users have only the core User schema", path)
+	}
+	name := strings.ToLower(path.AttributeName)
+	if sub := path.SubAttributeName(); sub != "" {
+		name += "." + strings.ToLower(sub)
+	}
+	switch name {
+	case "meta.resourcetype":
+		return constant(op, value, resourceTypeUserName, path)
+	case "emails.type":
+		// The one email usersd keeps is the work email.
+		return subConstant(op, value, "work", path, store.FieldEmail)
+	case "emails.primary", "roles.primary":
+		field := store.FieldEmail
+		if within == "roles" || strings.HasPrefix(name, "roles") {
+			field = store.FieldRole
+		}
+		return subConstant(op, value, true, path, field)
+	}
+	attr, ok := attributeKinds[name]
+	if !ok {
+		return store.Filter{}, refuse(typeInvalidFilter, "%v is not an attribute usersd filters on; use id, userName, externalId, displayName, name.givenName, name.familyName, emails.value, roles.value, active, meta.created or meta.lastModified", path)
+	}
+	if op == filter.PR {
+		if attr.always {
+			return truth(true), nil
+		}
+		return present(attr.field), nil
+	}
+	cmp, match, err := comparison(op, attr.kind, path)
+	if err != nil {
+		return store.Filter{}, err
+	}
+	v, err := typedValue(value, attr.kind, path)
+	if err != nil {
+		return store.Filter{}, err
+	}
+	if attr.field == store.FieldID && v.Kind == store.ValueString {
+		// An id usersd never issues: no user has it.
+		return truth(cmp == store.CompareNotEqual), nil
+	}
+	v.Match = match
+	return store.Filter{Op: store.FilterCompare, Field: attr.field, Cmp: cmp, Value: v}, nil
+}
+
+// comparison is the store's comparison of a SCIM operator on a value of kind.
+func comparison(op filter.CompareOperator, kind store.ValueKind, path filter.AttributePath) (store.Comparison, store.Match, error) {
+	switch strings.ToLower(string(op)) {
+	case "eq":
+		return store.CompareEqual, store.MatchWhole, nil
+	case "ne":
+		return store.CompareNotEqual, store.MatchWhole, nil
+	case "co", "sw", "ew":
+		if kind != store.ValueString {
+			return 0, 0, refuse(typeInvalidFilter, "%v: %s compares strings only", path, op)
+		}
+		return store.CompareEqual, map[string]store.Match{"co": store.MatchInside, "sw": store.MatchPrefix, "ew": store.MatchSuffix}[strings.ToLower(string(op))], nil
+	case "gt", "ge", "lt", "le":
+		if kind == store.ValueBool {
+			return 0, 0, refuse(typeInvalidFilter, "%v: %s does not compare booleans", path, op)
+		}
+		return map[string]store.Comparison{"gt": store.CompareGreater, "ge": store.CompareGreaterOrEqual,
+			"lt": store.CompareLess, "le": store.CompareLessOrEqual}[strings.ToLower(string(op))], store.MatchWhole, nil
+	}
+	return 0, 0, refuse(typeInvalidFilter, "%v: unknown operator %q", path, op)
+}
+
+// typedValue is a filter's literal as the kind of value its attribute compares with.
+func typedValue(value any, kind store.ValueKind, path filter.AttributePath) (store.FilterValue, error) {
+	switch kind {
+	case store.ValueString:
+		if s, ok := value.(string); ok {
+			return store.FilterValue{Kind: store.ValueString, String: s}, nil
+		}
+	case store.ValueBool:
+		if v, ok := value.(bool); ok {
+			return store.FilterValue{Kind: store.ValueBool, Bool: v}, nil
+		}
+	case store.ValueTime:
+		if s, ok := value.(string); ok {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				return store.FilterValue{}, refuse(typeInvalidFilter, "%v compares with a dateTime such as \"2026-11-27T12:00:00Z\", not %q", path, s)
+			}
+			return store.FilterValue{Kind: store.ValueTime, Time: t}, nil
+		}
+	case store.ValueInt:
+		// SCIM ids are strings; usersd's are the decimal digits of an integer.
+		if s, ok := value.(string); ok {
+			if n, err := strconv.ParseInt(s, 10, 64); err == nil && strconv.FormatInt(n, 10) == s {
+				return store.FilterValue{Kind: store.ValueInt, Int: n}, nil
+			}
+			return store.FilterValue{Kind: store.ValueString, String: s}, nil
+		}
+	}
+	return store.FilterValue{}, refuse(typeInvalidFilter, "%v compares with a %s, not %v", path, kindName[kind], describeValue(value))
+}
+
+var kindName = map[store.ValueKind]string{store.ValueString: "string", store.ValueBool: "boolean", store.ValueTime: "dateTime string", store.ValueInt: "string"}
+
+func describeValue(v any) string {
+	if v == nil {
+		return "null"
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// present holds for the users that have a value of field: its identity fields' "" is none.
+func present(field store.FilterField) store.Filter {
+	return store.Filter{Op: store.FilterCompare, Field: field, Cmp: store.CompareNotEqual, Value: store.FilterValue{Kind: store.ValueString}}
+}
+
+// truth is a filter that holds for every user or for none: a comparison of the id with a value
+// beyond every id's, which a store answers without reading a row.
+func truth(holds bool) store.Filter {
+	cmp := store.CompareEqual
+	if holds {
+		cmp = store.CompareNotEqual
+	}
+	return store.Filter{Op: store.FilterCompare, Field: store.FieldID, Cmp: cmp, Value: store.FilterValue{Kind: store.ValueInt, Int: math.MaxInt64}}
+}
+
+// constant compares an attribute whose value is the same for every user.
+func constant(op filter.CompareOperator, value any, is string, path filter.AttributePath) (store.Filter, error) {
+	s, ok := value.(string)
+	if !ok && op != filter.PR {
+		return store.Filter{}, refuse(typeInvalidFilter, "%v compares with a string, not %v", path, describeValue(value))
+	}
+	switch strings.ToLower(string(op)) {
+	case "pr":
+		return truth(true), nil
+	case "eq":
+		return truth(strings.EqualFold(s, is)), nil
+	case "ne":
+		return truth(!strings.EqualFold(s, is)), nil
+	}
+	return store.Filter{}, refuse(typeInvalidFilter, "%v compares only with eq, ne and pr", path)
+}
+
+// subConstant compares a sub-attribute of the one value usersd keeps of a multi-valued attribute
+// (its type, or primary): it holds for the users that have the value, when the value's
+// sub-attribute compares as asked.
+func subConstant(op filter.CompareOperator, value any, is any, path filter.AttributePath, field store.FilterField) (store.Filter, error) {
+	var holds bool
+	switch strings.ToLower(string(op)) {
+	case "pr":
+		holds = true
+	case "eq", "ne":
+		switch want := is.(type) {
+		case string:
+			s, ok := value.(string)
+			if !ok {
+				return store.Filter{}, refuse(typeInvalidFilter, "%v compares with a string, not %v", path, describeValue(value))
+			}
+			holds = strings.EqualFold(s, want)
+		case bool:
+			v, ok := value.(bool)
+			if !ok {
+				return store.Filter{}, refuse(typeInvalidFilter, "%v compares with a boolean, not %v", path, describeValue(value))
+			}
+			holds = v == want
+		}
+		if strings.EqualFold(string(op), "ne") {
+			holds = !holds
+		}
+	default:
+		return store.Filter{}, refuse(typeInvalidFilter, "%v compares only with eq, ne and pr", path)
+	}
+	if !holds {
+		return truth(false), nil
+	}
+	return present(field), nil
+}
