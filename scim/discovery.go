@@ -12,7 +12,7 @@ func (f *face) serviceProviderConfig(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"schemas":        []string{schemaServiceConfig},
 		"patch":          map[string]any{"supported": true},
-		"bulk":           map[string]any{"supported": false, "maxOperations": 0, "maxPayloadSize": 0},
+		"bulk":           map[string]any{"supported": true, "maxOperations": maxBulkOperations, "maxPayloadSize": MaxBodyBytes},
 		"filter":         map[string]any{"supported": true, "maxResults": 1000},
 		"changePassword": map[string]any{"supported": false},
 		"sort":           map[string]any{"supported": true},

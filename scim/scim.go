@@ -60,6 +60,7 @@ func Routes(svc *users.Service, fail func(http.ResponseWriter, *http.Request, er
 		{Pattern: "PUT " + Prefix + "/Users/{id}", Write: true, Handler: http.HandlerFunc(f.replaceUser)},
 		{Pattern: "PATCH " + Prefix + "/Users/{id}", Write: true, Handler: http.HandlerFunc(f.patchUser)},
 		{Pattern: "DELETE " + Prefix + "/Users/{id}", Write: true, Handler: http.HandlerFunc(f.deleteUser)},
+		{Pattern: "POST " + Prefix + "/Bulk", Write: true, Handler: http.HandlerFunc(f.bulk)},
 		{Pattern: "GET " + Prefix + "/ServiceProviderConfig", Public: true, Handler: http.HandlerFunc(f.serviceProviderConfig)},
 		{Pattern: "GET " + Prefix + "/ResourceTypes", Public: true, Handler: http.HandlerFunc(f.resourceTypes)},
 		{Pattern: "GET " + Prefix + "/ResourceTypes/{name}", Public: true, Handler: http.HandlerFunc(f.resourceType)},
