@@ -92,6 +92,7 @@ func TestTheREADMERunsInOrder(t *testing.T) {
 // with no sh blocks may be listed or not.
 var docsInOrder = []string{
 	"docs/API.md",
+	"docs/SCIM.md",
 	"docs/ACCESS.md",
 	"docs/OBSERVABILITY.md",
 	"docs/BACKUPS.md",
