@@ -49,9 +49,10 @@ func startServer(t *testing.T, dsn string) *server {
 	}
 	t.Cleanup(func() { st.Close() })
 	keys := &auth.APIKeys{}
-	reader := auth.NewAPIKey(readKey)
+	writer, reader := auth.NewAPIKey(writeKey), auth.NewAPIKey(readKey)
+	writer.Name = "entra-id"
 	reader.Name, reader.Scopes = "reader", auth.ScopeRead
-	for _, k := range []auth.APIKey{auth.NewAPIKey(writeKey), reader} {
+	for _, k := range []auth.APIKey{writer, reader} {
 		if err := keys.Add(k); err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +61,12 @@ func startServer(t *testing.T, dsn string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(svc)
+	srv := httptest.NewUnstartedServer(svc)
+	srv.Config.ConnContext = handlers.ConnContext
+	srv.Config.Protocols = new(http.Protocols) // HTTP/1.1 and h2c, as the real server speaks
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
 	t.Cleanup(func() {
 		svc.EndWatches()
 		srv.Close()
