@@ -27,7 +27,7 @@ const (
 // server is usersd's whole handler, as handlers.New builds it, on a real loopback listener over a
 // store of its own: the SCIM face as identity providers reach it, beside REST.
 type server struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 }
 
@@ -41,7 +41,7 @@ func eachBackend(t *testing.T, test func(t *testing.T, s *server)) {
 	})
 }
 
-func startServer(t *testing.T, dsn string) *server {
+func startServer(t testing.TB, dsn string) *server {
 	t.Helper()
 	st, err := sqlstore.Open(context.Background(), dsn)
 	if err != nil {
