@@ -1,6 +1,7 @@
 package scim
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -30,7 +31,7 @@ func parseFilter(text string) (*store.Filter, error) {
 	if len(text) > maxFilterBytes {
 		return nil, refuse(typeInvalidFilter, "the filter is %d bytes long; at most %d are allowed", len(text), maxFilterBytes)
 	}
-	expr, err := filter.ParseFilter([]byte(text))
+	expr, err := filter.ParseFilter([]byte(subAttributeInside(text)))
 	if err != nil {
 		return nil, refuse(typeInvalidFilter, "the filter %q is not a SCIM filter: %v", text, err)
 	}
@@ -56,11 +57,15 @@ func (b *filterBuilder) build(expr filter.Expression, depth int) (store.Filter, 
 		}
 		var args []store.Filter
 		for _, side := range []filter.Expression{e.Left, e.Right} {
-			f, err := b.build(side, depth+1)
+			inner := depth + 1
+			if l, ok := side.(*filter.LogicalExpression); ok && l.Operator == e.Operator {
+				inner = depth // a chain of one operator is one level
+			}
+			f, err := b.build(side, inner)
 			if err != nil {
 				return store.Filter{}, err
 			}
-			if f.Op == op { // a chain of one operator is one level
+			if f.Op == op {
 				args = append(args, f.Args...)
 			} else {
 				args = append(args, f)
@@ -188,6 +193,13 @@ func (b *filterBuilder) compare(path filter.AttributePath, op filter.CompareOper
 		}
 		return present(attr.field), nil
 	}
+	if s, ok := value.(string); ok {
+		unescaped, err := unescape(s, path)
+		if err != nil {
+			return store.Filter{}, err
+		}
+		value = unescaped
+	}
 	cmp, match, err := comparison(op, attr.kind, path)
 	if err != nil {
 		return store.Filter{}, err
@@ -202,6 +214,19 @@ func (b *filterBuilder) compare(path filter.AttributePath, op filter.CompareOper
 	}
 	v.Match = match
 	return store.Filter{Op: store.FilterCompare, Field: attr.field, Cmp: cmp, Value: v}, nil
+}
+
+// unescape is a filter's string as it means it: the parser keeps the JSON escapes (\" and \\,
+// \u0041) of its text.
+func unescape(s string, path filter.AttributePath) (string, error) {
+	if !strings.Contains(s, `\`) {
+		return s, nil
+	}
+	var out string
+	if err := json.Unmarshal([]byte(`"`+s+`"`), &out); err != nil {
+		return "", refuse(typeInvalidFilter, "%v compares with a string whose escapes are not JSON's: %q", path, s)
+	}
+	return out, nil
 }
 
 // comparison is the store's comparison of a SCIM operator on a value of kind.
@@ -331,4 +356,90 @@ func subConstant(op filter.CompareOperator, value any, is any, path filter.Attri
 		return truth(false), nil
 	}
 	return present(field), nil
+}
+
+// subAttributeInside rewrites each comparison of a value path's sub-attribute, which identity
+// providers send although RFC 7644's filter grammar has no place for it
+// (emails[type eq "work"].value eq "ada@example.com"), into the value filter it means
+// (emails[type eq "work" and value eq "ada@example.com"]). Text in quotes is left alone; a filter
+// without such a comparison comes back as it was.
+func subAttributeInside(text string) string {
+	var out strings.Builder
+	i := 0
+	for i < len(text) {
+		c := text[i]
+		switch {
+		case c == '"':
+			end := quotedEnd(text, i)
+			out.WriteString(text[i:end])
+			i = end
+			continue
+		case c == ']' && i+1 < len(text) && text[i+1] == '.':
+			sub := i + 2
+			for sub < len(text) && isNameByte(text[sub]) {
+				sub++
+			}
+			end, ok := comparisonEnd(text, sub)
+			if sub > i+2 && ok {
+				out.WriteString(" and ")
+				out.WriteString(text[i+2 : end])
+				out.WriteByte(']')
+				i = end
+				continue
+			}
+		}
+		out.WriteByte(c)
+		i++
+	}
+	return out.String()
+}
+
+// quotedEnd is the index just after the string that opens at text[start], a quote; len(text) if
+// it never closes.
+func quotedEnd(text string, start int) int {
+	for i := start + 1; i < len(text); i++ {
+		switch text[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(text)
+}
+
+// comparisonEnd is the end of " op value" (or " pr") that follows a sub-attribute at text[from:].
+func comparisonEnd(text string, from int) (int, bool) {
+	i := from
+	for i < len(text) && text[i] == ' ' {
+		i++
+	}
+	opStart := i
+	for i < len(text) && isNameByte(text[i]) {
+		i++
+	}
+	if i-opStart != 2 {
+		return 0, false
+	}
+	if strings.EqualFold(text[opStart:i], "pr") {
+		return i, true
+	}
+	for i < len(text) && text[i] == ' ' {
+		i++
+	}
+	if i == opStart+2 || i >= len(text) {
+		return 0, false
+	}
+	if text[i] == '"' {
+		return quotedEnd(text, i), true
+	}
+	start := i
+	for i < len(text) && text[i] != ' ' && text[i] != ')' && text[i] != ']' {
+		i++
+	}
+	return i, i > start
+}
+
+func isNameByte(c byte) bool {
+	return c == '_' || c == '-' || c == '$' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
 }
