@@ -3,10 +3,11 @@
 // that no text of the client's ever reaches the SQL. The page and its total share the condition.
 //
 // The fields that a filter is fast on read an index on both backends: id (the primary key),
-// created_at (the sort indexes), role (the role indexes), user_name, email and external_id (their
-// unique indexes, on the stored keys), active (users_active_id) and the labels (the side table
-// user_labels, which triggers keep from users.labels). name is served by its sort index too.
-// updated_at, given_name and family_name have no index, and a suffix or a part inside a string
+// created_at (the sort indexes), updated_at (users_updated_at_id), role (the role indexes),
+// user_name, email and external_id (their unique indexes, on the stored keys), active
+// (users_active_id) and the labels (the side table user_labels, which triggers keep from
+// users.labels). name is served by its sort index too.
+// given_name and family_name have no index, and a suffix or a part inside a string
 // (SCIM's ew and co) none can serve: a filter on them alone reads the users in the sort order and
 // tests each.
 //
@@ -132,9 +133,9 @@ func (d *dialect) compareCondition(f *store.Filter, a *args) (string, error) {
 	case store.FieldID:
 		return d.compareID(f.Cmp, v.Int, a), nil
 	case store.FieldCreatedAt:
-		return d.compareMicros("created_at", f.Cmp, v.Time, a, true), nil
+		return d.compareMicros("created_at", f.Cmp, v.Time, a), nil
 	case store.FieldUpdatedAt:
-		return d.compareMicros("updated_at", f.Cmp, v.Time, a, false), nil
+		return d.compareMicros("updated_at", f.Cmp, v.Time, a), nil
 	case store.FieldActive:
 		if f.Cmp != store.CompareEqual && f.Cmp != store.CompareNotEqual {
 			return "", fmt.Errorf("filter: active compares only with = and !=")
@@ -212,7 +213,7 @@ func (d *dialect) compareID(cmp store.Comparison, v int64, a *args) string {
 // compareMicros compares a column of Unix microseconds with t, which may fall between two
 // microseconds: then no stored time equals it, and the bounds round to the microseconds that
 // keep exactly the stored times on the right side of t.
-func (d *dialect) compareMicros(column string, cmp store.Comparison, t time.Time, a *args, indexed bool) string {
+func (d *dialect) compareMicros(column string, cmp store.Comparison, t time.Time, a *args) string {
 	floor := t.UnixMicro() // rounds down, before 1970 too
 	if t.Nanosecond()%int(time.Microsecond) != 0 {
 		switch cmp {
@@ -226,11 +227,7 @@ func (d *dialect) compareMicros(column string, cmp store.Comparison, t time.Time
 			cmp = store.CompareGreater // at or above t: above its microsecond
 		}
 	}
-	condition := column + comparisonOperators[cmp] + a.add(floor)
-	if !indexed {
-		return condition
-	}
-	return d.rangeOf(cmp, condition)
+	return d.rangeOf(cmp, column+comparisonOperators[cmp]+a.add(floor))
 }
 
 // rangeOf is condition, a comparison by cmp on an indexed column, as the dialect marks a range

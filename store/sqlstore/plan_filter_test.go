@@ -56,9 +56,11 @@ func filterPlanCases() []filterPlanCase {
 		return store.Filter{Op: store.FilterCompare, Field: store.FieldLabel, Key: key, Cmp: store.CompareEqual, Value: str(value)}
 	}
 	and := func(args ...store.Filter) store.Filter { return store.Filter{Op: store.FilterAnd, Args: args} }
-	// updated_at has no index: beside an indexed comparison, it is tested on the rows that one finds.
-	unindexed := cmpFilter(store.FieldUpdatedAt, store.CompareGreater, at(5))
+	// given_name has no index: beside an indexed comparison, it is tested on the rows that one finds.
+	unindexed := cmpFilter(store.FieldGivenName, store.CompareNotEqual, str("Zed"))
 	createdRecently := cmpFilter(store.FieldCreatedAt, store.CompareGreater, at(planUsers-100))
+	// SCIM's incremental sync: meta.lastModified gt "...".
+	updatedRecently := cmpFilter(store.FieldUpdatedAt, store.CompareGreater, at(planUsers-100))
 	team := label("team", "t8")
 	return []filterPlanCase{
 		{cmpFilter(store.FieldID, store.CompareEqual, num(500)), "PRIMARY KEY"},
@@ -68,6 +70,8 @@ func filterPlanCases() []filterPlanCase {
 		{createdRecently, "created_at"},
 		{cmpFilter(store.FieldCreatedAt, store.CompareLess, at(100)), "created_at"},
 		{cmpFilter(store.FieldCreatedAt, store.CompareEqual, at(777)), "created_at"},
+		{updatedRecently, "users_updated_at_id"},
+		{cmpFilter(store.FieldUpdatedAt, store.CompareLessOrEqual, at(100)), "users_updated_at_id"},
 		{cmpFilter(store.FieldUserName, store.CompareEqual, str("U123")), "users_user_name_unique"},
 		{cmpFilter(store.FieldUserName, store.CompareEqual, pre("u1234")), "users_user_name_unique"},
 		{cmpFilter(store.FieldUserName, store.CompareGreater, str("u9990")), "users_user_name_unique"},
@@ -83,6 +87,9 @@ func filterPlanCases() []filterPlanCase {
 		{store.Filter{Op: store.FilterHasLabel, Key: "vip"}, "user_labels_key"},
 		// An AND of an indexed comparison and one that no index serves reads the indexed one's range.
 		{and(createdRecently, unindexed), "created_at"},
+		{and(updatedRecently, unindexed), "users_updated_at_id"},
+		// SCIM's emails[type eq "work"].value eq "...": the work email is the one email, when there is one.
+		{and(cmpFilter(store.FieldEmail, store.CompareNotEqual, str("")), cmpFilter(store.FieldEmail, store.CompareEqual, str("user124@example.com"))), "users_email_unique"},
 		{and(team, unindexed), "user_labels_key_value"},
 		{and(cmpFilter(store.FieldUserName, store.CompareEqual, str("u123")), cmpFilter(store.FieldName, store.CompareNotEqual, str("x"))), "users_user_name_unique"},
 	}
