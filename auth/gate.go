@@ -144,12 +144,13 @@ type Decision struct {
 }
 
 var (
-	errUnauthenticated = errors.New("a valid API key is required in the x-api-key header")
-	errTwoCredentials  = errors.New("send one credential, an API key (x-api-key) or a bearer token (Authorization), not both")
-	errNotBearer       = errors.New("the Authorization header takes a bearer token: Authorization: Bearer <token>")
-	errNoIssuer        = errors.New("this service takes no bearer tokens (no -jwt-issuer): send an API key in x-api-key")
-	errBearerNotKey    = errors.New("the bearer is not a valid API key, and this service takes no bearer tokens (no -jwt-issuer)")
-	errTokenInURL      = errors.New("a token in the URL is refused (URLs end up in logs and histories): send it in the Authorization header")
+	errUnauthenticated    = errors.New("a valid API key is required in the x-api-key header")
+	errTwoCredentials     = errors.New("send one credential, an API key (x-api-key) or a bearer token (Authorization), not both")
+	errNotBearer          = errors.New("the Authorization header takes a bearer token: Authorization: Bearer <token>")
+	errNoIssuer           = errors.New("this service takes no bearer tokens (no -jwt-issuer): send an API key in x-api-key")
+	errNoBearerCredential = errors.New("a credential is required: Authorization: Bearer <an API key or a token>")
+	errBearerNotKey       = errors.New("the bearer is not a valid API key, and this service takes no bearer tokens (no -jwt-issuer)")
+	errTokenInURL         = errors.New("a token in the URL is refused (URLs end up in logs and histories): send it in the Authorization header")
 )
 
 // Decide lets a request through only with a credential that holds r.Need or, for a public read
@@ -196,6 +197,8 @@ func (g *Gate) Decide(ctx context.Context, r Request) Decision {
 		d.Identity = id
 	case r.PublicRead && !g.privateReads:
 		// served as to anyone
+	case !presented && r.KeyAsBearer:
+		d.Verdict, d.Err, d.KeyRefused = NoCredential, errNoBearerCredential, "missing"
 	case !presented:
 		d.Verdict, d.Err, d.KeyRefused = NoCredential, errUnauthenticated, "missing"
 	case unavailable:

@@ -88,7 +88,8 @@ func addRoutes(routes *routeTable, d deps) error {
 
 	// SCIM 2.0, for identity providers: every route that reads or changes users needs its scope
 	// whether reads are public or not; the discovery documents describe the service only.
-	for _, r := range scim.Routes(service, errs.write) {
+	bulkOperation := func(h http.Handler) http.Handler { return routes.auth.require(auth.ScopeWrite, false, true, h) }
+	for _, r := range scim.Routes(service, errs.write, bulkOperation) {
 		switch {
 		case r.Public:
 			routes.public(r.Pattern, r.Handler, "")

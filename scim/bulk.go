@@ -51,6 +51,14 @@ func (f *face) bulk(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, r, refuse(typeInvalidValue, "failOnErrors must be at least 1, not %d", *in.FailOnErrors))
 		return
 	}
+	seen := map[string]bool{}
+	for i, op := range in.Operations {
+		if op.BulkID != "" && seen[op.BulkID] {
+			f.fail(w, r, refuse(typeInvalidValue, "Operations[%d]: bulkId %q is used twice", i, op.BulkID))
+			return
+		}
+		seen[op.BulkID] = true
+	}
 	ids := map[string]string{} // bulkId to the id of the user its operation created
 	results := make([]any, 0, len(in.Operations))
 	failed := 0
@@ -113,11 +121,16 @@ func (f *face) bulkOperation(r *http.Request, op bulkOperation, ids map[string]s
 	sub.Body = io.NopCloser(bytes.NewReader(op.Data))
 	sub.ContentLength = int64(len(op.Data))
 	sub.Header = http.Header{"Content-Type": {ContentType}}
+	for _, credential := range []string{"Authorization", "X-Api-Key"} {
+		if v := r.Header.Values(credential); len(v) > 0 {
+			sub.Header[credential] = v
+		}
+	}
 	if op.Version != "" {
 		sub.Header.Set("If-Match", op.Version)
 	}
 	rec := &recorder{header: http.Header{}}
-	handler(rec, sub)
+	f.guard(handler).ServeHTTP(rec, sub)
 
 	result["status"] = strconv.Itoa(rec.status)
 	if rec.status >= 400 {
@@ -130,7 +143,9 @@ func (f *face) bulkOperation(r *http.Request, op bulkOperation, ids map[string]s
 	if v := rec.header.Get("ETag"); v != "" {
 		result["version"] = v
 	}
-	if method != http.MethodDelete {
+	if method == http.MethodDelete {
+		result["location"] = baseURL(r) + Prefix + "/Users/" + id
+	} else {
 		var created struct {
 			ID   string `json:"id"`
 			Meta struct {

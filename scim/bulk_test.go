@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"usersd/handlers"
 )
 
 const bulkSchema = `"schemas":["urn:ietf:params:scim:api:messages:2.0:BulkRequest"]`
@@ -66,4 +68,35 @@ func TestABulkRequestRunsEachOperationAsItsOwnRequest(t *testing.T) {
 // idOf is the id at the end of a user's location.
 func idOf(location string) string {
 	return location[strings.LastIndex(location, "/")+1:]
+}
+
+// TestEachBulkOperationTakesItsCallersRate: a bulk request of many writes is held to the rate
+// limit as many requests would be: the operations beyond the caller's tokens are 429.
+func TestEachBulkOperationTakesItsCallersRate(t *testing.T) {
+	s := startServerWith(t, t.TempDir()+"/users.db", handlers.Config{RateLimit: 0.1, RateBurst: 4})
+	var ops []string
+	for i := range 10 {
+		ops = append(ops, fmt.Sprintf(`{"method":"POST","path":"/Users","bulkId":"u%d","data":{%s,"userName":"rate%d"}}`, i, userSchema, i))
+	}
+	res := s.do("POST", "/scim/v2/Bulk", `{`+bulkSchema+`,"Operations":[`+strings.Join(ops, ",")+`]}`).want(t, http.StatusOK)
+	results, _ := res.body["Operations"].([]any)
+	counts := map[string]int{}
+	for _, r := range results {
+		counts[str(r, "status")]++
+	}
+	// The bulk request took one token of four; its operations the other three.
+	if counts["201"] != 3 || counts["429"] != 7 {
+		t.Errorf("operation statuses %v, want 3 created and 7 refused for the rate", counts)
+	}
+}
+
+// TestABulkRequestNamesEachBulkIDOnce: a bulkId given twice is refused whole.
+func TestABulkRequestNamesEachBulkIDOnce(t *testing.T) {
+	s := startServer(t, t.TempDir()+"/users.db")
+	s.do("POST", "/scim/v2/Bulk", `{`+bulkSchema+`,"Operations":[
+		{"method":"POST","path":"/Users","bulkId":"a","data":{`+userSchema+`,"userName":"one"}},
+		{"method":"POST","path":"/Users","bulkId":"a","data":{`+userSchema+`,"userName":"two"}}]}`).wantError(t, http.StatusBadRequest, "invalidValue")
+	if total := str(s.do("GET", "/scim/v2/Users", "").body, "totalResults"); total != "0" {
+		t.Errorf("a refused bulk request created %s users", total)
+	}
 }

@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	filter "github.com/scim2/filter-parser/v2"
 
@@ -65,11 +69,19 @@ func (b *filterBuilder) build(expr filter.Expression, depth int) (store.Filter, 
 			if err != nil {
 				return store.Filter{}, err
 			}
+			parts := []store.Filter{f}
 			if f.Op == op {
-				args = append(args, f.Args...)
-			} else {
-				args = append(args, f)
+				parts = f.Args
 			}
+			for _, part := range parts {
+				// The same term twice (a value path's "has a value", once per value path) is once.
+				if !slices.ContainsFunc(args, func(a store.Filter) bool { return reflect.DeepEqual(a, part) }) {
+					args = append(args, part)
+				}
+			}
+		}
+		if len(args) == 1 {
+			return args[0], nil
 		}
 		return store.Filter{Op: op, Args: args}, nil
 	case *filter.NotExpression:
@@ -131,7 +143,32 @@ func (b *filterBuilder) valuePath(e *filter.ValuePath, depth int) (store.Filter,
 		}
 		return store.Filter{}, refuse(typeInvalidFilter, "%v: a value filter holds comparisons of sub-attributes", expr)
 	}
-	return inner(e.ValueFilter, depth+1)
+	f, err := inner(e.ValueFilter, depth+1)
+	if err != nil {
+		return store.Filter{}, err
+	}
+	// A value filter selects among the values there are: a user without one has none to select,
+	// whatever the filter says of a value's type (emails[not (type eq "work")] is no user without
+	// an email).
+	field := store.FieldEmail
+	if parent == "roles" {
+		field = store.FieldRole
+	}
+	has := present(field)
+	args := []store.Filter{has}
+	parts := []store.Filter{f}
+	if f.Op == store.FilterAnd {
+		parts = f.Args
+	}
+	for _, part := range parts {
+		if !isPresent(part, field) {
+			args = append(args, part)
+		}
+	}
+	if len(args) == 1 {
+		return has, nil
+	}
+	return store.Filter{Op: store.FilterAnd, Args: args}, nil
 }
 
 // attributeKinds are the attributes a filter may name, lower-cased, with what each compares.
@@ -197,6 +234,11 @@ func (b *filterBuilder) compare(path filter.AttributePath, op filter.CompareOper
 		unescaped, err := unescape(s, path)
 		if err != nil {
 			return store.Filter{}, err
+		}
+		// No stored value holds a control character, and a database may refuse to compare with
+		// one (PostgreSQL with a NUL), as REST's filter says.
+		if !utf8.ValidString(unescaped) || strings.ContainsFunc(unescaped, unicode.IsControl) {
+			return store.Filter{}, refuse(typeInvalidFilter, "%v: the string %q must be UTF-8 text without control characters", path, unescaped)
 		}
 		value = unescaped
 	}
@@ -296,6 +338,12 @@ func present(field store.FilterField) store.Filter {
 	return store.Filter{Op: store.FilterCompare, Field: field, Cmp: store.CompareNotEqual, Value: store.FilterValue{Kind: store.ValueString}}
 }
 
+// isPresent reports whether f is present(field).
+func isPresent(f store.Filter, field store.FilterField) bool {
+	return f.Op == store.FilterCompare && f.Field == field && f.Cmp == store.CompareNotEqual &&
+		f.Value.Kind == store.ValueString && f.Value.String == "" && f.Value.Match == store.MatchWhole
+}
+
 // truth is a filter that holds for every user or for none: a comparison of the id with a value
 // beyond every id's, which a store answers without reading a row.
 func truth(holds bool) store.Filter {
@@ -340,7 +388,7 @@ func subConstant(op filter.CompareOperator, value any, is any, path filter.Attri
 			}
 			holds = strings.EqualFold(s, want)
 		case bool:
-			v, ok := value.(bool)
+			v, ok := looseBoolOf(value)
 			if !ok {
 				return store.Filter{}, refuse(typeInvalidFilter, "%v compares with a boolean, not %v", path, describeValue(value))
 			}
@@ -360,11 +408,14 @@ func subConstant(op filter.CompareOperator, value any, is any, path filter.Attri
 
 // subAttributeInside rewrites each comparison of a value path's sub-attribute, which identity
 // providers send although RFC 7644's filter grammar has no place for it
-// (emails[type eq "work"].value eq "ada@example.com"), into the value filter it means
-// (emails[type eq "work" and value eq "ada@example.com"]). Text in quotes is left alone; a filter
-// without such a comparison comes back as it was.
+// (emails[type eq "work"].value eq "ada@example.com"), into what it means for usersd, which keeps
+// one value of each multi-valued attribute: that value meets the value filter, and its
+// sub-attribute the comparison (emails[type eq "work"] and emails[value eq "ada@example.com"]).
+// AND binds tighter than OR, so the pair stays one term wherever it stands. Text in quotes is left
+// alone; a filter without such a comparison comes back as it was.
 func subAttributeInside(text string) string {
 	var out strings.Builder
+	attribute := "" // the attribute of the latest "[" outside quotes
 	i := 0
 	for i < len(text) {
 		c := text[i]
@@ -374,16 +425,20 @@ func subAttributeInside(text string) string {
 			out.WriteString(text[i:end])
 			i = end
 			continue
-		case c == ']' && i+1 < len(text) && text[i+1] == '.':
+		case c == '[':
+			start := i
+			for start > 0 && (isNameByte(text[start-1]) || text[start-1] == ':' || text[start-1] == '.') {
+				start--
+			}
+			attribute = text[start:i]
+		case c == ']' && i+1 < len(text) && text[i+1] == '.' && attribute != "":
 			sub := i + 2
 			for sub < len(text) && isNameByte(text[sub]) {
 				sub++
 			}
 			end, ok := comparisonEnd(text, sub)
 			if sub > i+2 && ok {
-				out.WriteString(" and ")
-				out.WriteString(text[i+2 : end])
-				out.WriteByte(']')
+				out.WriteString("] and " + attribute + "[" + text[i+2:end] + "]")
 				i = end
 				continue
 			}

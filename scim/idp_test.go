@@ -172,3 +172,55 @@ func TestBadSCIMInputIsRefusedAndChangesNothing(t *testing.T) {
 		t.Errorf("the refused creates left %s users, want 1", total)
 	}
 }
+
+// TestEntraIDsDefaultMappingIsAcceptedWhole: Entra ID's default attribute mapping also sends
+// attributes usersd does not keep (phone numbers, addresses, the enterprise extension) in the same
+// PATCH as those it keeps; they are accepted and dropped, and the rest applies. Its role path
+// compares primary with the string "True".
+func TestEntraIDsDefaultMappingIsAcceptedWhole(t *testing.T) {
+	s := startServer(t, t.TempDir()+"/users.db")
+	id := str(s.do("POST", "/scim/v2/Users", `{`+userSchema+`,"userName":"alan","roles":[{"value":"viewer","primary":true}],
+		"urn:ietf:params:scim:schemas:extension:enterprise:2.0:User":{"department":"Huts"}}`).want(t, http.StatusCreated).body, "id")
+	res := s.do("PATCH", "/scim/v2/Users/"+id, `{`+patchSchema+`,"Operations":[
+		{"op":"Add","path":"phoneNumbers[type eq \"work\"].value","value":"+44 20 7946 0000"},
+		{"op":"Add","path":"addresses[type eq \"work\"].formatted","value":"Bletchley Park"},
+		{"op":"Add","path":"urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department","value":"Hut 8"},
+		{"op":"Replace","path":"roles[primary eq \"True\"].value","value":"admin"},
+		{"op":"Add","value":{"title":"Cryptanalyst","urn:ietf:params:scim:schemas:extension:enterprise:2.0:User":{"manager":{"value":"7"}}}},
+		{"op":"Replace","path":"active","value":"False"}]}`).want(t, http.StatusOK)
+	if str(res.body, "active") != "false" || str(res.body, "roles.0.value") != "admin" {
+		t.Errorf("after Entra's PATCH: %s", res.raw)
+	}
+}
+
+// TestPatchRefusalsChangeNothing: the refusals that the review of the PATCH found wanting.
+func TestPatchRefusalsChangeNothing(t *testing.T) {
+	s := startServer(t, t.TempDir()+"/users.db")
+	created := s.do("POST", "/scim/v2/Users", `{`+userSchema+`,"userName":"kurt","displayName":"Kurt"}`).want(t, http.StatusCreated)
+	path := "/scim/v2/Users/" + str(created.body, "id")
+	for _, c := range []struct {
+		name, body, scimType string
+		status               int
+		headers              []string
+	}{
+		{"a member without a name", `{` + patchSchema + `,"Operations":[{"op":"add","value":{"":{"":{"":"x"}}}}]}`, "invalidPath", 400, nil},
+		{"userName replaced by null", `{` + patchSchema + `,"Operations":[{"op":"replace","path":"userName","value":null}]}`, "invalidValue", 400, nil},
+		{"userName replaced by nothing", `{` + patchSchema + `,"Operations":[{"op":"replace","value":{"userName":""}}]}`, "invalidValue", 400, nil},
+		{"a value path on no value", `{` + patchSchema + `,"Operations":[{"op":"replace","path":"emails[not (value eq \"q\")].value","value":"a@b.c"}]}`, "noTarget", 400, nil},
+		{"a stale If-Match", `{` + patchSchema + `,"Operations":[{"op":"replace","path":"displayName","value":"K"}]}`, "", 412, []string{"If-Match", `W/"7"`}},
+		{"a malformed If-Match", `{` + patchSchema + `,"Operations":[{"op":"replace","path":"displayName","value":"Kurt"}]}`, "invalidValue", 400, []string{"If-Match", `garbage"1"`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s.do("PATCH", path, c.body, c.headers...).wantError(t, c.status, c.scimType)
+		})
+	}
+	after := s.do("GET", path, "").want(t, http.StatusOK)
+	if after.header.Get("ETag") != created.header.Get("ETag") {
+		t.Errorf("a refused PATCH changed the user: %s", after.raw)
+	}
+	matched := s.do("PATCH", path, `{`+patchSchema+`,"Operations":[{"op":"replace","path":"displayName","value":"Kurt G"}]}`,
+		"If-Match", created.header.Get("ETag")).want(t, http.StatusOK)
+	if str(matched.body, "displayName") != "Kurt G" {
+		t.Errorf("a PATCH with the current If-Match: %s", matched.raw)
+	}
+}

@@ -1,8 +1,10 @@
 package scim
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -31,13 +33,13 @@ type operation struct {
 	Value json.RawMessage `json:"value"`
 }
 
-// patchRetries is how many times a PATCH without If-Match reads the user again and reapplies its
-// operations when another write changed the user between its read and its write.
+// patchRetries is how many times a PATCH reads the user again and reapplies its operations when
+// another write changed the user between its read and its write.
 const patchRetries = 3
 
 // patchUser applies the operations to the user as it is, and writes the fields that changed, on
-// the condition that the user is still the version it read (or the one If-Match names): the
-// operations apply as one, or not at all. Operations that change nothing write nothing, so that
+// the condition that the user is still the version it read, which If-Match, when sent, must name:
+// the operations apply as one, or not at all. Operations that change nothing write nothing, so that
 // meta.lastModified stays.
 func (f *face) patchUser(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
@@ -59,10 +61,23 @@ func (f *face) patchUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := call(r)
+	var precondition *users.EntityTags // If-Match, when the request sent one
+	if value := ifMatch(r); value != "" {
+		tags, err := users.ParseEntityTags(value)
+		if err != nil {
+			f.fail(w, r, err)
+			return
+		}
+		precondition = &tags
+	}
 	for attempt := 1; ; attempt++ {
 		current, err := f.svc.GetUser(ctx, &usersv1.GetUserRequest{Id: id})
 		if err != nil {
 			f.fail(w, r, err)
+			return
+		}
+		if precondition != nil && !precondition.HoldsStrong(current.GetEtag()) {
+			f.fail(w, r, &Error{Status: http.StatusPreconditionFailed, Detail: "the user is not at the version If-Match names; it is at " + version(current)})
 			return
 		}
 		next := proto.CloneOf(current)
@@ -78,21 +93,22 @@ func (f *face) patchUser(w http.ResponseWriter, r *http.Request) {
 		}
 		mask := changedFields(current, next)
 		if len(mask) == 0 {
-			if match := ifMatch(r); match != "" && !strings.Contains(match, current.GetEtag()) && strings.TrimSpace(match) != "*" {
-				f.fail(w, r, &Error{Status: http.StatusPreconditionFailed, Detail: "the user is not at the version If-Match names"})
-				return
-			}
 			answerUser(w, r, http.StatusOK, current, projection{})
 			return
 		}
-		etag := ifMatch(r)
-		if etag == "" {
-			etag = current.GetEtag()
-		}
-		res, err := f.svc.UpdateUser(ctx, &usersv1.UpdateUserRequest{Id: id, User: next, UpdateMask: &fieldmaskpb.FieldMask{Paths: mask}, Etag: etag})
+		// The write holds only if the user is still the version the operations applied to.
+		res, err := f.svc.UpdateUser(ctx, &usersv1.UpdateUserRequest{Id: id, User: next,
+			UpdateMask: &fieldmaskpb.FieldMask{Paths: mask}, Etag: current.GetEtag()})
 		var ue *users.Error
-		if err != nil && ifMatch(r) == "" && attempt < patchRetries && errors.As(err, &ue) && ue.Reason() == users.ReasonEtagMismatch {
-			continue // another write came between the read and this one: apply the operations to it
+		if err != nil && errors.As(err, &ue) && ue.Reason() == users.ReasonEtagMismatch {
+			if attempt < patchRetries {
+				// Another write came between the read and this one: apply the operations to what
+				// it left, unless If-Match named the version before it (the next read says so).
+				continue
+			}
+			f.fail(w, r, &Error{Status: http.StatusConflict,
+				Detail: "the user changed under each of " + strconv.Itoa(patchRetries) + " attempts to apply the operations; send the PATCH again"})
+			return
 		}
 		if err != nil {
 			f.fail(w, r, err)
@@ -132,29 +148,60 @@ var unkeptAttributes = []string{"nickname", "profileurl", "title", "usertype", "
 	"password", "phonenumbers", "ims", "photos", "addresses", "groups", "entitlements", "x509certificates",
 	"name.middlename", "name.honorificprefix", "name.honorificsuffix"}
 
+// extensionPrefix starts the URN of every extension schema, such as the enterprise user's
+// (urn:ietf:params:scim:schemas:extension:enterprise:2.0:User): usersd keeps none, so that an
+// operation on one is accepted and changes nothing, as its attributes on a create are ignored.
+const extensionPrefix = "urn:ietf:params:scim:schemas:extension:"
+
+// objectOrder is the order in which the attributes of an operation without a path apply, so that
+// the outcome does not depend on the order of a JSON object's members: the userName, which a
+// derived name follows, first, then the name, then the displayName, which sets the name last.
+var objectOrder = map[string]int{"username": 1, "name": 2, "name.formatted": 3, "displayname": 4}
+
 // apply applies one operation to u.
 func apply(u *usersv1.User, op operation) error {
 	kind := strings.ToLower(op.Op)
 	if kind != "add" && kind != "replace" && kind != "remove" {
 		return refuse(typeInvalidValue, "op is add, replace or remove, not %q", op.Op)
 	}
-	if strings.TrimSpace(op.Path) == "" {
-		if kind == "remove" {
-			return refuse(typeNoTarget, "a remove needs a path")
+	if strings.TrimSpace(op.Path) != "" {
+		return applyPath(u, kind, op)
+	}
+	if kind == "remove" {
+		return refuse(typeNoTarget, "a remove needs a path")
+	}
+	// No path: the value is an object of attributes, each added or replaced as if it were the
+	// path. A member's name is always a path, never another object without one.
+	var attrs map[string]json.RawMessage
+	if err := json.Unmarshal(op.Value, &attrs); err != nil {
+		return refuse(typeInvalidValue, "an operation without a path takes an object of attributes")
+	}
+	names := slices.Collect(maps.Keys(attrs))
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(objectOrder[strings.ToLower(a)], objectOrder[strings.ToLower(b)]), strings.Compare(a, b))
+	})
+	for _, name := range names {
+		switch {
+		case strings.TrimSpace(name) == "":
+			return refuse(typeInvalidPath, "an operation without a path takes an object whose members are attributes, not %q", name)
+		case strings.EqualFold(name, "schemas"), hasPrefixFold(name, extensionPrefix):
+			continue
 		}
-		// No path: the value is an object of attributes, each added or replaced.
-		var attrs map[string]json.RawMessage
-		if err := json.Unmarshal(op.Value, &attrs); err != nil {
-			return refuse(typeInvalidValue, "an operation without a path takes an object of attributes")
+		if err := applyPath(u, kind, operation{Op: op.Op, Path: name, Value: attrs[name]}); err != nil {
+			return err
 		}
-		for name, value := range attrs {
-			if strings.EqualFold(name, "schemas") {
-				continue
-			}
-			if err := apply(u, operation{Op: kind, Path: name, Value: value}); err != nil {
-				return err
-			}
-		}
+	}
+	return nil
+}
+
+// hasPrefixFold reports whether s starts with prefix, ignoring case.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// applyPath applies an operation with a path: kind is its op in lower case.
+func applyPath(u *usersv1.User, kind string, op operation) error {
+	if hasPrefixFold(op.Path, extensionPrefix) {
 		return nil
 	}
 	path, err := filter.ParsePath([]byte(op.Path))
@@ -162,17 +209,17 @@ func apply(u *usersv1.User, op operation) error {
 		return refuse(typeInvalidPath, "%q is not a SCIM path: %v", op.Path, err)
 	}
 	if uri := path.AttributePath.URI(); uri != "" && !strings.EqualFold(uri, schemaUser) {
-		return refuse(typeInvalidPath, "%q: usersd's users have only the core User schema", op.Path)
+		return refuse(typeInvalidPath, "%q: usersd's users have the core User schema and ignore extensions", op.Path)
 	}
 	name := strings.ToLower(path.AttributePath.AttributeName)
 	if sub := path.AttributePath.SubAttributeName(); sub != "" {
 		name += "." + strings.ToLower(sub)
 	}
-	if path.ValueExpression != nil {
-		return applyValuePath(u, kind, name, path, op)
-	}
 	if slices.Contains(unkeptAttributes, name) || slices.Contains(unkeptAttributes, strings.SplitN(name, ".", 2)[0]) {
 		return nil
+	}
+	if path.ValueExpression != nil {
+		return applyValuePath(u, kind, name, path, op)
 	}
 	switch name {
 	case "id", "meta", "schemas", "meta.created", "meta.lastmodified", "meta.location", "meta.version", "meta.resourcetype":
@@ -181,7 +228,13 @@ func apply(u *usersv1.User, op operation) error {
 		if kind == "remove" {
 			return refuse(typeMutability, "userName is required: it can be replaced, not removed")
 		}
-		return setString(op, func(s string) { keepHiddenName(u, s); u.UserName = s })
+		var userName string
+		if json.Unmarshal(op.Value, &userName) != nil || strings.TrimSpace(userName) == "" {
+			return refuse(typeInvalidValue, "userName takes a string that is not empty: it can be replaced, not removed")
+		}
+		keepHiddenName(u, userName)
+		u.UserName = userName
+		return nil
 	case "externalid":
 		return setOrRemove(op, kind, &u.ExternalId)
 	case "displayname", "name.formatted":
@@ -283,6 +336,7 @@ func applyValuePath(u *usersv1.User, kind, name string, path filter.Path, op ope
 	if err != nil {
 		return err
 	}
+	matched = matched && *field != "" // no value: nothing for the filter to select
 	// An add to a list that holds no value yet adds the first one: Entra ID adds a user's work
 	// email this way.
 	if !matched && !(kind == "add" && *field == "") {
@@ -353,7 +407,7 @@ func valueMatches(expr filter.Expression, value string) (bool, error) {
 				s, ok := e.CompareValue.(string)
 				equal = ok && strings.EqualFold(h, s)
 			case bool:
-				b, ok := e.CompareValue.(bool)
+				b, ok := looseBoolOf(e.CompareValue)
 				equal = ok && b == h
 			}
 			return equal == strings.EqualFold(string(e.Operator), "eq"), nil
@@ -361,6 +415,22 @@ func valueMatches(expr filter.Expression, value string) (bool, error) {
 		return false, refuse(typeInvalidFilter, "a value filter compares with eq, ne or pr, not %s", e.Operator)
 	}
 	return false, refuse(typeInvalidFilter, "%v is not a value filter usersd knows", expr)
+}
+
+// looseBoolOf is a filter's literal as a boolean: true and false, or Entra ID's "True" and "False".
+func looseBoolOf(v any) (bool, bool) {
+	switch v := v.(type) {
+	case bool:
+		return v, true
+	case string:
+		switch strings.ToLower(v) {
+		case "true":
+			return true, true
+		case "false":
+			return false, true
+		}
+	}
+	return false, false
 }
 
 // setString sets a string attribute from an operation's value.

@@ -49,9 +49,11 @@ type Route struct {
 }
 
 // Routes are the SCIM routes, served by svc. fail answers a request with an error: the service's
-// error writer, which logs what a client must not see and calls WriteError.
-func Routes(svc *users.Service, fail func(http.ResponseWriter, *http.Request, error)) []Route {
-	f := &face{svc: svc, fail: fail}
+// error writer, which logs what a client must not see and calls WriteError. guard wraps each
+// operation of a bulk request as the route table wraps a write (its credential, scope and rate
+// limit), so that a bulk request of many writes is held to what as many requests would be.
+func Routes(svc *users.Service, fail func(http.ResponseWriter, *http.Request, error), guard func(http.Handler) http.Handler) []Route {
+	f := &face{svc: svc, fail: fail, guard: guard}
 	return []Route{
 		{Pattern: "GET " + Prefix + "/Users", Handler: http.HandlerFunc(f.listUsers)},
 		{Pattern: "POST " + Prefix + "/Users/.search", Handler: http.HandlerFunc(f.searchUsers)},
@@ -71,6 +73,7 @@ func Routes(svc *users.Service, fail func(http.ResponseWriter, *http.Request, er
 
 // face serves the SCIM routes.
 type face struct {
-	svc  *users.Service
-	fail func(http.ResponseWriter, *http.Request, error)
+	svc   *users.Service
+	fail  func(http.ResponseWriter, *http.Request, error)
+	guard func(http.Handler) http.Handler
 }

@@ -43,6 +43,12 @@ func eachBackend(t *testing.T, test func(t *testing.T, s *server)) {
 
 func startServer(t testing.TB, dsn string) *server {
 	t.Helper()
+	return startServerWith(t, dsn, handlers.Config{})
+}
+
+// startServerWith is startServer with cfg's settings (its store, keys and logger are the test's).
+func startServerWith(t testing.TB, dsn string, cfg handlers.Config) *server {
+	t.Helper()
 	st, err := sqlstore.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +63,8 @@ func startServer(t testing.TB, dsn string) *server {
 			t.Fatal(err)
 		}
 	}
-	svc, err := handlers.New(handlers.Config{Store: st, Keys: keys, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg.Store, cfg.Keys, cfg.Logger = st, keys, slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc, err := handlers.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
