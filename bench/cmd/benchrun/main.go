@@ -340,6 +340,9 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 		if err := sc.check(r, srv.Addr); err != nil {
 			return fail(fmt.Errorf("check after load: %w", err))
 		}
+		if sc.writes && m.res.badStatus+warm.badStatus > 0 {
+			return fail(fmt.Errorf("%d writes were not answered 2xx", m.res.badStatus+warm.badStatus))
+		}
 		if shared != nil {
 			r.stop(srv, syscall.SIGTERM)
 			stopped = true
@@ -385,13 +388,13 @@ func (r *runner) runData(sc scenario, dir string) (db, dbName string, cleanup fu
 	seed := r.seeds[sc.data()]
 	cleanup = func() {}
 	switch {
-	case sc.backend == sqlite && !sc.creates:
+	case sc.backend == sqlite && !sc.creates && !sc.writes:
 		state, err := sharedSQLite(seed.DB)
 		return seed.DB, "", cleanup, &state, err
 	case sc.backend == sqlite:
 		db = filepath.Join(dir, "users.db")
 		return db, "", cleanup, nil, copyFile(seed.DB, db)
-	case !sc.creates:
+	case !sc.creates && !sc.writes:
 		dbName, err = seeded.DatabaseOf(seed.DB)
 		return seed.DB, dbName, cleanup, nil, err
 	default:

@@ -74,6 +74,7 @@ func scaleScenarios(n int, b backend) []scenario {
 			compares: againstSmall("get", 2, "")},
 	}
 	scenarios = append(scenarios, filterScenarios(n, b, size, againstSmall)...)
+	scenarios = append(scenarios, scimScenarios(n, b, size, againstSmall)...)
 	if n == thousand {
 		scenarios = append(scenarios, scenario{id: scaleID("create", n, b), label: "usersd REST POST /users (with key), 16 conns, on a fresh " + size,
 			load: createLoad(16), check: checkTotal("limit=1", wantOneOfAll), creates: true})

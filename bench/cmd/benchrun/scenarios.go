@@ -56,6 +56,9 @@ type scenario struct {
 	// that usersd reports must equal the users in the database, and after SIGKILL every user it
 	// acknowledged must be there.
 	creates bool
+	// writes marks a scenario that changes users without creating any (a PATCH): it runs on a fresh
+	// copy of the data set, as a create does, and is checked after as a read is.
+	writes bool
 }
 
 // comparison is a ratio of this scenario's medians to another's: of req/s (higher is better) or of
