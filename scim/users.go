@@ -81,13 +81,18 @@ func (f *face) getUser(w http.ResponseWriter, r *http.Request) {
 	answerUser(w, r, http.StatusOK, u, p)
 }
 
-func (f *face) createUser(w http.ResponseWriter, r *http.Request) {
+// readUser reads the User resource of a create or a replace, and the user it describes.
+func readUser(w http.ResponseWriter, r *http.Request) (userIn, *usersv1.User, error) {
 	var in userIn
 	if err := readBody(w, r, &in); err != nil {
-		f.fail(w, r, err)
-		return
+		return in, nil, err
 	}
 	u, err := in.user()
+	return in, u, err
+}
+
+func (f *face) createUser(w http.ResponseWriter, r *http.Request) {
+	_, u, err := readUser(w, r)
 	if err != nil {
 		f.fail(w, r, err)
 		return
@@ -111,12 +116,7 @@ func (f *face) replaceUser(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, r, err)
 		return
 	}
-	var in userIn
-	if err := readBody(w, r, &in); err != nil {
-		f.fail(w, r, err)
-		return
-	}
-	u, err := in.user()
+	in, u, err := readUser(w, r)
 	if err != nil {
 		f.fail(w, r, err)
 		return
