@@ -41,12 +41,14 @@ func (r *runner) freshPostgres(templateURL string) (dbURL, name string, err erro
 	}
 	r.freshCount++
 	name = fmt.Sprintf("%srun_%d_%d", seeded.DatabasePrefix, os.Getpid(), r.freshCount)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// A copy of ten million users takes minutes; the template may be in use for a minute at most.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+	inUseUntil := time.Now().Add(time.Minute)
 	for {
 		err = r.adminExec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()+` TEMPLATE `+pgx.Identifier{template}.Sanitize())
 		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || ctx.Err() != nil { // 55006: object in use
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(inUseUntil) { // 55006: object in use
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
