@@ -16,7 +16,6 @@ import (
 // The scimType values of RFC 7644 section 3.12 that usersd answers.
 const (
 	typeInvalidFilter = "invalidFilter"
-	typeTooMany       = "tooMany"
 	typeUniqueness    = "uniqueness"
 	typeMutability    = "mutability"
 	typeInvalidSyntax = "invalidSyntax"
