@@ -224,3 +224,19 @@ func TestPatchRefusalsChangeNothing(t *testing.T) {
 		t.Errorf("a PATCH with the current If-Match: %s", matched.raw)
 	}
 }
+
+// TestAGetAnswersNotModifiedWhileTheUserIsAtItsVersion: If-None-Match with the version a client
+// holds (weak, as meta.version is) is 304 until the user changes.
+func TestAGetAnswersNotModifiedWhileTheUserIsAtItsVersion(t *testing.T) {
+	s := startServer(t, t.TempDir()+"/users.db")
+	created := s.do("POST", "/scim/v2/Users", `{`+userSchema+`,"userName":"emmy"}`).want(t, http.StatusCreated)
+	path, version := "/scim/v2/Users/"+str(created.body, "id"), created.header.Get("ETag")
+	if a := s.do("GET", path, "", "If-None-Match", version); a.status != http.StatusNotModified || a.header.Get("ETag") != version || len(a.raw) != 0 {
+		t.Errorf("GET with the current version: %d %q %s, want 304 with the ETag", a.status, a.header.Get("ETag"), a.raw)
+	}
+	s.do("PATCH", path, `{`+patchSchema+`,"Operations":[{"op":"replace","path":"displayName","value":"Emmy Noether"}]}`).want(t, http.StatusOK)
+	if a := s.do("GET", path, "", "If-None-Match", version); a.status != http.StatusOK || str(a.body, "displayName") != "Emmy Noether" {
+		t.Errorf("GET with the version before the PATCH: %d %s, want the user", a.status, a.raw)
+	}
+	s.do("GET", path, "", "If-None-Match", "not a tag").wantError(t, http.StatusBadRequest, "invalidValue")
+}

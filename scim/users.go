@@ -73,9 +73,23 @@ func (f *face) getUser(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, r, err)
 		return
 	}
+	var unless *users.EntityTags // If-None-Match (RFC 7644 section 3.14): 304 while the user is at one of them
+	if value := r.Header.Get("If-None-Match"); value != "" {
+		tags, err := users.ParseEntityTags(value)
+		if err != nil {
+			f.fail(w, r, err)
+			return
+		}
+		unless = &tags
+	}
 	u, err := f.svc.GetUser(call(r), &usersv1.GetUserRequest{Id: id})
 	if err != nil {
 		f.fail(w, r, err)
+		return
+	}
+	if unless != nil && unless.HoldsWeak(u.GetEtag()) {
+		w.Header().Set("ETag", version(u))
+		w.WriteHeader(http.StatusNotModified)
 		return
 	}
 	answerUser(w, r, http.StatusOK, u, p)
