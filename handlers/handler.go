@@ -25,6 +25,7 @@ import (
 
 	"usersd/auth"
 	"usersd/handlers/health"
+	"usersd/handlers/watchslots"
 	"usersd/store"
 	"usersd/users"
 )
@@ -165,7 +166,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	routes := newRouteTable(gate, cfg.Logger, metrics, cfg.WatchHeartbeat)
-	routes.watchSlots = newWatchSlots(cfg.WatchersPerAddress, cfg.WatchersPerConnection)
+	routes.watchSlots = watchslots.New(cfg.WatchersPerAddress, cfg.WatchersPerConnection)
 	if err := addRoutes(routes, deps{Config: cfg, users: service, errs: routes.errs, health: checker}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}

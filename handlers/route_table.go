@@ -17,6 +17,7 @@ import (
 	"connectrpc.com/connect"
 
 	"usersd/auth"
+	"usersd/handlers/watchslots"
 )
 
 // access is who may call a route. Its zero value is no choice at all; the table never stores it.
@@ -67,7 +68,7 @@ type routeTable struct {
 	// watchHeartbeat is the longest a stream stays silent, which its write deadline allows for.
 	watchHeartbeat time.Duration
 	// watchSlots shares the watches out among clients; nil caps nothing.
-	watchSlots *watchSlots
+	watchSlots *watchslots.Slots
 	// rpcPaths are the paths under which RPC services are mounted.
 	rpcPaths []string
 	// clientStreams are the paths of the RPC methods whose client sends a stream of messages.
@@ -120,10 +121,14 @@ func (t *routeTable) protected(pattern string, scope auth.Scopes, h http.Handler
 	t.add(route{pattern: pattern, access: accessProtected, scope: scope}, h)
 }
 
-// scim adds a SCIM route: protected as every route that reads or changes users is, whether reads
-// are public or not, and taking an API key as a bearer, since identity providers send no other
-// credential header.
+// scim adds a SCIM route: one that needs a scope is protected as every route that reads or changes
+// users is, whether reads are public or not, and takes an API key as a bearer, since identity
+// providers send no other credential header; one that needs none describes the service, to anyone.
 func (t *routeTable) scim(pattern string, scope auth.Scopes, h http.Handler) {
+	if scope == 0 {
+		t.public(pattern, h, "")
+		return
+	}
 	t.add(route{pattern: pattern, access: accessProtected, scope: scope, keyAsBearer: true}, h)
 }
 

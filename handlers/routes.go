@@ -90,14 +90,7 @@ func addRoutes(routes *routeTable, d deps) error {
 	// whether reads are public or not; the discovery documents describe the service only.
 	bulkOperation := func(h http.Handler) http.Handler { return routes.auth.require(auth.ScopeWrite, false, true, h) }
 	for _, r := range scim.Routes(service, errs.write, bulkOperation) {
-		switch {
-		case r.Public:
-			routes.public(r.Pattern, r.Handler, "")
-		case r.Write:
-			routes.scim(r.Pattern, auth.ScopeWrite, r.Handler)
-		default:
-			routes.scim(r.Pattern, auth.ScopeRead, r.Handler)
-		}
+		routes.scim(r.Pattern, r.Scope, r.Handler)
 	}
 
 	// The service's own routes.

@@ -12,6 +12,8 @@ package scim
 import (
 	"net/http"
 
+	"usersd/auth"
+
 	"usersd/users"
 )
 
@@ -39,12 +41,11 @@ const (
 // MaxBodyBytes bounds a SCIM request's body: a bulk request of a thousand typical users fits.
 const MaxBodyBytes = 1 << 20
 
-// Route is one SCIM route, for the route table to mount: Write routes need users.write, the others
-// users.read, except Public ones, which describe the service and answer anyone.
+// Route is one SCIM route, for the route table to mount with the scope a caller needs: users.write
+// to write, users.read to read, none for the documents that describe the service to anyone.
 type Route struct {
 	Pattern string
-	Write   bool
-	Public  bool
+	Scope   auth.Scopes
 	Handler http.Handler
 }
 
@@ -55,19 +56,19 @@ type Route struct {
 func Routes(svc *users.Service, fail func(http.ResponseWriter, *http.Request, error), guard func(http.Handler) http.Handler) []Route {
 	f := &face{svc: svc, fail: fail, guard: guard}
 	return []Route{
-		{Pattern: "GET " + Prefix + "/Users", Handler: http.HandlerFunc(f.listUsers)},
-		{Pattern: "POST " + Prefix + "/Users/.search", Handler: http.HandlerFunc(f.searchUsers)},
-		{Pattern: "POST " + Prefix + "/Users", Write: true, Handler: http.HandlerFunc(f.createUser)},
-		{Pattern: "GET " + Prefix + "/Users/{id}", Handler: http.HandlerFunc(f.getUser)},
-		{Pattern: "PUT " + Prefix + "/Users/{id}", Write: true, Handler: http.HandlerFunc(f.replaceUser)},
-		{Pattern: "PATCH " + Prefix + "/Users/{id}", Write: true, Handler: http.HandlerFunc(f.patchUser)},
-		{Pattern: "DELETE " + Prefix + "/Users/{id}", Write: true, Handler: http.HandlerFunc(f.deleteUser)},
-		{Pattern: "POST " + Prefix + "/Bulk", Write: true, Handler: http.HandlerFunc(f.bulk)},
-		{Pattern: "GET " + Prefix + "/ServiceProviderConfig", Public: true, Handler: http.HandlerFunc(f.serviceProviderConfig)},
-		{Pattern: "GET " + Prefix + "/ResourceTypes", Public: true, Handler: http.HandlerFunc(f.resourceTypes)},
-		{Pattern: "GET " + Prefix + "/ResourceTypes/{name}", Public: true, Handler: http.HandlerFunc(f.resourceType)},
-		{Pattern: "GET " + Prefix + "/Schemas", Public: true, Handler: http.HandlerFunc(f.schemas)},
-		{Pattern: "GET " + Prefix + "/Schemas/{id}", Public: true, Handler: http.HandlerFunc(f.schema)},
+		{Pattern: "GET " + Prefix + "/Users", Scope: auth.ScopeRead, Handler: http.HandlerFunc(f.listUsers)},
+		{Pattern: "POST " + Prefix + "/Users/.search", Scope: auth.ScopeRead, Handler: http.HandlerFunc(f.searchUsers)},
+		{Pattern: "POST " + Prefix + "/Users", Scope: auth.ScopeWrite, Handler: http.HandlerFunc(f.createUser)},
+		{Pattern: "GET " + Prefix + "/Users/{id}", Scope: auth.ScopeRead, Handler: http.HandlerFunc(f.getUser)},
+		{Pattern: "PUT " + Prefix + "/Users/{id}", Scope: auth.ScopeWrite, Handler: http.HandlerFunc(f.replaceUser)},
+		{Pattern: "PATCH " + Prefix + "/Users/{id}", Scope: auth.ScopeWrite, Handler: http.HandlerFunc(f.patchUser)},
+		{Pattern: "DELETE " + Prefix + "/Users/{id}", Scope: auth.ScopeWrite, Handler: http.HandlerFunc(f.deleteUser)},
+		{Pattern: "POST " + Prefix + "/Bulk", Scope: auth.ScopeWrite, Handler: http.HandlerFunc(f.bulk)},
+		{Pattern: "GET " + Prefix + "/ServiceProviderConfig", Handler: http.HandlerFunc(f.serviceProviderConfig)},
+		{Pattern: "GET " + Prefix + "/ResourceTypes", Handler: http.HandlerFunc(f.resourceTypes)},
+		{Pattern: "GET " + Prefix + "/ResourceTypes/{name}", Handler: http.HandlerFunc(f.resourceType)},
+		{Pattern: "GET " + Prefix + "/Schemas", Handler: http.HandlerFunc(f.schemas)},
+		{Pattern: "GET " + Prefix + "/Schemas/{id}", Handler: http.HandlerFunc(f.schema)},
 	}
 }
 
