@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -146,8 +147,8 @@ func (a answer) wantError(t *testing.T, status int, scimType string) {
 	if len(schemas) != 1 || schemas[0] != "urn:ietf:params:scim:api:messages:2.0:Error" {
 		t.Errorf("error schemas %v, want SCIM's error schema", a.body["schemas"])
 	}
-	if got, _ := a.body["status"].(string); got != itoa(status) {
-		t.Errorf("error status %v, want the string %q", a.body["status"], itoa(status))
+	if got, _ := a.body["status"].(string); got != strconv.Itoa(status) {
+		t.Errorf("error status %v, want the string %q", a.body["status"], strconv.Itoa(status))
 	}
 	if got, _ := a.body["scimType"].(string); got != scimType {
 		t.Errorf("scimType %q, want %q: %s", got, scimType, a.raw)
@@ -155,11 +156,6 @@ func (a answer) wantError(t *testing.T, status int, scimType string) {
 	if detail, _ := a.body["detail"].(string); detail == "" {
 		t.Errorf("error without a detail: %s", a.raw)
 	}
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
 
 // str is the string at a path of dotted keys and list indexes in a decoded body, "" if none.

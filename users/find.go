@@ -31,9 +31,7 @@ func (s *Service) FindUsers(ctx context.Context, q FindQuery) (page []*usersv1.U
 		return nil, 0, InvalidField("limit", "at most %d users a page, got %d", MaxFindLimit, q.Limit)
 	}
 	for _, key := range q.Sort {
-		switch key.Field {
-		case store.SortByID, store.SortByName, store.SortByRole, store.SortByCreatedAt:
-		default:
+		if !sortable(key.Field) {
 			return nil, 0, InvalidField("sort", "cannot sort by %q", key.Field)
 		}
 	}

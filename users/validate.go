@@ -142,6 +142,15 @@ func EffectivePaging(page, limit int32) (int32, int32) {
 	return page, limit
 }
 
+// sortable reports whether lists sort by field: each sort field has its indexes on both backends.
+func sortable(field store.SortField) bool {
+	switch field {
+	case store.SortByID, store.SortByName, store.SortByRole, store.SortByCreatedAt:
+		return true
+	}
+	return false
+}
+
 // parseSort reads a sort expression such as "role,-createdAt": attributes separated by commas, each
 // with an optional leading "-" for descending order, none repeated.
 func parseSort(expr string) ([]store.SortKey, error) {
@@ -152,9 +161,7 @@ func parseSort(expr string) ([]store.SortKey, error) {
 	seen := map[store.SortField]bool{}
 	for term := range strings.SplitSeq(expr, ",") {
 		key := store.SortKey{Field: store.SortField(strings.TrimPrefix(term, "-")), Descending: strings.HasPrefix(term, "-")}
-		switch key.Field {
-		case store.SortByID, store.SortByName, store.SortByRole, store.SortByCreatedAt:
-		default:
+		if !sortable(key.Field) {
 			return nil, InvalidField("sort", "sort: cannot sort by %q; use id, name, role or createdAt, with a leading - for descending order", term)
 		}
 		if seen[key.Field] {
