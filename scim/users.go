@@ -211,6 +211,7 @@ var sortKeys = map[string]store.SortField{
 	"roles":          store.SortByRole,
 	"roles.value":    store.SortByRole,
 	"meta.created":   store.SortByCreatedAt,
+	"username":       store.SortByUserName,
 }
 
 // listParams are the parameters of a list, from a query string or a search request's body.
@@ -287,7 +288,7 @@ func (f *face) list(w http.ResponseWriter, r *http.Request, params listParams) {
 	if params.sortBy != "" {
 		field, ok := sortKeys[strings.ToLower(params.sortBy)]
 		if !ok {
-			f.fail(w, r, refuse(typeInvalidValue, "cannot sort by %q; sort by id, displayName, roles or meta.created", params.sortBy))
+			f.fail(w, r, refuse(typeInvalidValue, "cannot sort by %q; sort by id, userName, displayName, roles or meta.created", params.sortBy))
 			return
 		}
 		descending := false

@@ -177,6 +177,10 @@ const (
 	SortByName      SortField = "name"
 	SortByRole      SortField = "role"
 	SortByCreatedAt SortField = "createdAt"
+	// SortByUserName sorts by the user name ignoring case (its NameKey), as SCIM sorts userName.
+	// One index serves both directions, so the ties (the users without a user name) break by id
+	// in the sort's direction; it is served without the role filter and the name search only.
+	SortByUserName SortField = "userName"
 )
 
 // SortKey is one attribute of a sort order.
@@ -212,6 +216,7 @@ type UserCursor struct {
 	Name      string
 	Role      string
 	CreatedAt time.Time
+	UserName  string
 }
 
 // PostQuery selects one page of a user's posts, by id ascending.

@@ -31,7 +31,7 @@ func (s *Service) FindUsers(ctx context.Context, q FindQuery) (page []*usersv1.U
 		return nil, 0, InvalidField("limit", "at most %d users a page, got %d", MaxFindLimit, q.Limit)
 	}
 	for _, key := range q.Sort {
-		if !sortable(key.Field) {
+		if !sortable(key.Field) && key.Field != store.SortByUserName {
 			return nil, 0, InvalidField("sort", "cannot sort by %q", key.Field)
 		}
 	}

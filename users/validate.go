@@ -142,7 +142,8 @@ func EffectivePaging(page, limit int32) (int32, int32) {
 	return page, limit
 }
 
-// sortable reports whether lists sort by field: each sort field has its indexes on both backends.
+// sortable reports whether lists sort by field: each sort field has its indexes on both backends,
+// alone and within a role. FindUsers also sorts by user name, which has its index alone.
 func sortable(field store.SortField) bool {
 	switch field {
 	case store.SortByID, store.SortByName, store.SortByRole, store.SortByCreatedAt:

@@ -29,6 +29,7 @@ var sortColumns = map[store.SortField]string{
 	store.SortByName:      "name",
 	store.SortByRole:      "role",
 	store.SortByCreatedAt: "created_at",
+	store.SortByUserName:  "user_name_key",
 }
 
 // orderTerms returns the sort order of q as columns, from the fixed names above and never from client
@@ -45,6 +46,13 @@ func orderTerms(q store.UserQuery) ([]orderTerm, error) {
 		}
 		if k.Field == store.SortByRole && q.Role != "" {
 			continue
+		}
+		if k.Field == store.SortByUserName {
+			// users_user_name_key_id read forwards or backwards: the tie-break follows the sort.
+			if q.Role != "" || q.NamePrefix != "" {
+				return nil, fmt.Errorf("no index sorts by %q within a role or a name search", k.Field)
+			}
+			return append(terms, orderTerm{column: column, descending: k.Descending}, orderTerm{column: "id", descending: k.Descending}), nil
 		}
 		terms = append(terms, orderTerm{column: column, descending: k.Descending})
 		if k.Field == store.SortByID {
@@ -71,6 +79,8 @@ func cursorValue(c *store.UserCursor, column string) any {
 		return c.Role
 	case "created_at":
 		return micros(c.CreatedAt)
+	case "user_name_key":
+		return store.NameKey(c.UserName)
 	default:
 		return c.ID
 	}

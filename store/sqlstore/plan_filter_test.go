@@ -43,6 +43,10 @@ func cmpFilter(field store.FilterField, c store.Comparison, v store.FilterValue)
 	return store.Filter{Op: store.FilterCompare, Field: field, Cmp: c, Value: v}
 }
 
+// userNameIndexes names both indexes that lead with user_name_key, either of which serves a filter
+// on the user name: the unique one and the sort's users_user_name_key_id.
+const userNameIndexes = "users_user_name_"
+
 func filterPlanCases() []filterPlanCase {
 	str := func(s string) store.FilterValue { return store.FilterValue{Kind: store.ValueString, String: s} }
 	pre := func(s string) store.FilterValue {
@@ -72,9 +76,9 @@ func filterPlanCases() []filterPlanCase {
 		{cmpFilter(store.FieldCreatedAt, store.CompareEqual, at(777)), "created_at"},
 		{updatedRecently, "users_updated_at_id"},
 		{cmpFilter(store.FieldUpdatedAt, store.CompareLessOrEqual, at(100)), "users_updated_at_id"},
-		{cmpFilter(store.FieldUserName, store.CompareEqual, str("U123")), "users_user_name_unique"},
-		{cmpFilter(store.FieldUserName, store.CompareEqual, pre("u1234")), "users_user_name_unique"},
-		{cmpFilter(store.FieldUserName, store.CompareGreater, str("u9990")), "users_user_name_unique"},
+		{cmpFilter(store.FieldUserName, store.CompareEqual, str("U123")), userNameIndexes},
+		{cmpFilter(store.FieldUserName, store.CompareEqual, pre("u1234")), userNameIndexes},
+		{cmpFilter(store.FieldUserName, store.CompareGreater, str("u9990")), userNameIndexes},
 		{cmpFilter(store.FieldEmail, store.CompareEqual, str("User124@example.com")), "users_email_unique"},
 		{cmpFilter(store.FieldEmail, store.CompareEqual, pre("user124")), "users_email_unique"},
 		{cmpFilter(store.FieldExternalID, store.CompareEqual, str("ext-300")), "users_external_id_unique"},
@@ -91,7 +95,7 @@ func filterPlanCases() []filterPlanCase {
 		// SCIM's emails[type eq "work"].value eq "...": the work email is the one email, when there is one.
 		{and(cmpFilter(store.FieldEmail, store.CompareNotEqual, str("")), cmpFilter(store.FieldEmail, store.CompareEqual, str("user124@example.com"))), "users_email_unique"},
 		{and(team, unindexed), "user_labels_key_value"},
-		{and(cmpFilter(store.FieldUserName, store.CompareEqual, str("u123")), cmpFilter(store.FieldName, store.CompareNotEqual, str("x"))), "users_user_name_unique"},
+		{and(cmpFilter(store.FieldUserName, store.CompareEqual, str("u123")), cmpFilter(store.FieldName, store.CompareNotEqual, str("x"))), userNameIndexes},
 	}
 }
 

@@ -246,5 +246,5 @@ func testPostsKeyset(t *testing.T, s store.Store) {
 
 // cursorAfter returns the position right after u.
 func cursorAfter(u store.User) *store.UserCursor {
-	return &store.UserCursor{ID: u.ID, Name: u.Name, Role: u.Role, CreatedAt: u.CreatedAt}
+	return &store.UserCursor{ID: u.ID, Name: u.Name, Role: u.Role, CreatedAt: u.CreatedAt, UserName: u.UserName}
 }

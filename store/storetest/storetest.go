@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T, now func() time.Time) store.Store
 		{"a renamed user is found by the new name only", ignoreClock(testNameSearchAfterRename)},
 		{"cursors walk every list exactly as offsets do, ties included", testKeysetWalksEveryOrder},
 		{"a cursor page is right after its cursor even when rows around it change", ignoreClock(testKeysetAfterWrites)},
+		{"the list sorts by user name ignoring case, by offset and by cursor", ignoreClock(testListSortByUserName)},
 		{"posts page by cursor as by offset", ignoreClock(testPostsKeyset)},
 
 		{"a filter compares every field with every operator", testFilterFieldsAndOperators},
