@@ -21,7 +21,13 @@ import (
 	"usersd/store"
 	"usersd/store/observed"
 	"usersd/store/sqlstore"
+	"usersd/warmstack"
 )
+
+// http2Workers bounds the goroutines that serve HTTP/2 requests on grown stacks (package
+// warmstack): as many as the streams of a few busy connections; past them a request is served on
+// its stream's own goroutine.
+const http2Workers = 256
 
 // userCacheSize bounds the users kept in memory on SQLite: about 300 bytes each.
 const userCacheSize = 10_000
@@ -304,7 +310,7 @@ func newServer(handler http.Handler, limits serverLimits, logger *slog.Logger) *
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
-		Handler:           handler,
+		Handler:           warmstack.Handler(handler, http2Workers),
 		ConnContext:       handlers.ConnContext,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: limits.readHeaderTimeout,
