@@ -72,29 +72,48 @@ func recountBucketStatements() []string {
 	return append(statements, markKeptCountsWhole)
 }
 
-// foldBucketDeltas moves SQLite's bucket deltas (migration 0014) into the buckets in one short
-// write transaction, so that a count reads few of them. A reader's snapshot sees the deltas or
-// their sum, never both or neither.
+// foldBucketDeltasChunk is the most deltas one fold transaction moves. A fold holds SQLite's one
+// writer; in chunks, the writes of requests go in between, and a backlog far larger than a second's
+// writes (a bulk load beside the server) is folded in steps that each finish well within the
+// fold's deadline, instead of one transaction that the deadline rolls back, again and again.
+const foldBucketDeltasChunk = 4096
+
+// foldBucketDeltas moves SQLite's bucket deltas (migration 0014) into the buckets, a chunk of the
+// oldest at a time, each in one short write transaction, so that a count reads few of them. A
+// reader's snapshot sees each delta or its part of the sum, never both or neither.
 func foldBucketDeltas(ctx context.Context, writer *sql.DB) error {
+	for {
+		more, err := foldBucketDeltasOnce(ctx, writer)
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// foldBucketDeltasOnce folds the oldest foldBucketDeltasChunk deltas, and reports whether more
+// may be waiting.
+func foldBucketDeltasOnce(ctx context.Context, writer *sql.DB) (more bool, err error) {
 	tx, err := writer.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer tx.Rollback()
-	var pending bool
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM user_bucket_deltas)`).Scan(&pending); err != nil || !pending {
-		return err
+	var last sql.NullInt64
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT MAX(seq), COUNT(*) FROM (SELECT seq FROM user_bucket_deltas ORDER BY seq LIMIT ?)`,
+		foldBucketDeltasChunk).Scan(&last, &n); err != nil || !last.Valid {
+		return false, err
 	}
 	for _, k := range bucketKinds {
 		if _, err := tx.ExecContext(ctx, countBucketsFrom(k,
-			`(SELECT `+k.deltaColumn+` AS key, delta FROM user_bucket_deltas)`)); err != nil {
-			return fmt.Errorf("fold bucket deltas: %w", err)
+			`(SELECT `+k.deltaColumn+` AS key, delta FROM user_bucket_deltas WHERE seq <= ?)`), last.Int64); err != nil {
+			return false, fmt.Errorf("fold bucket deltas: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM user_bucket_deltas`); err != nil {
-		return fmt.Errorf("fold bucket deltas: %w", err)
+	if _, err := tx.ExecContext(ctx, `DELETE FROM user_bucket_deltas WHERE seq <= ?`, last.Int64); err != nil {
+		return false, fmt.Errorf("fold bucket deltas: %w", err)
 	}
-	return tx.Commit()
+	return n == foldBucketDeltasChunk, tx.Commit()
 }
 
 // bucketsRetryEvery is how long a store waits before it tries again to build the buckets, when
