@@ -102,7 +102,14 @@ type Service struct {
 	health *health.Checker
 	users  *users.Service
 	routes []route // every route as registered, with who may call it: what the route tests drive
+	// streamPaths are the paths of the stream routes (watches), whose answers last as long as
+	// their clients watch.
+	streamPaths map[string]bool
 }
+
+// Lasting reports whether r asks for a stream route, whose answer lasts as long as its client
+// watches.
+func (s *Service) Lasting(r *http.Request) bool { return s.streamPaths[r.URL.Path] }
 
 // Drain makes health checks (gRPC health and /health) answer NOT_SERVING from now on, while every
 // route still works, so that load balancers stop sending new requests before the server stops.
@@ -175,7 +182,14 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Tracing != nil {
 		obs.tracer = cfg.Tracing.Tracer(instrumentationName)
 	}
-	return &Service{Handler: withMiddleware(cfg, obs, routes, budget, routes.serving), health: checker, users: service, routes: routes.routes}, nil
+	streamPaths := map[string]bool{}
+	for _, r := range routes.routes {
+		if r.stream {
+			streamPaths[patternPath(r.pattern)] = true
+		}
+	}
+	return &Service{Handler: withMiddleware(cfg, obs, routes, budget, routes.serving), health: checker, users: service,
+		routes: routes.routes, streamPaths: streamPaths}, nil
 }
 
 // withMiddleware wraps the routes in what every request passes through, outermost last. The order

@@ -173,15 +173,20 @@ func (t *routeTable) rpc(path string, h http.Handler, methods []rpcMethod) {
 // add serves h at the route's pattern, behind the check of the route's scope, as a stream if the
 // route is one. It records the route in each request it serves (see requestInfo): its pattern
 // without the method is the route label of the request's metrics and span.
+// patternPath is the path of a mux pattern, without its method.
+func patternPath(pattern string) string {
+	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
+		return strings.TrimLeft(pattern[i:], " \t")
+	}
+	return pattern
+}
+
 func (t *routeTable) add(r route, h http.Handler) {
 	if r.access == accessProtected && r.scope == 0 {
 		t.err = errors.Join(t.err, fmt.Errorf("route %q is protected but needs no scope: it would answer anyone", r.pattern))
 		return
 	}
-	label := r.pattern
-	if i := strings.IndexAny(label, " \t"); i >= 0 {
-		label = strings.TrimLeft(label[i:], " \t")
-	}
+	label := patternPath(r.pattern)
 	stats := newRouteStats(label, t.isRPCPath(label))
 	if r.stream {
 		h = asStream(t.watchHeartbeat, h)

@@ -12,7 +12,9 @@
 package warmstack
 
 import (
+	"fmt"
 	"net/http"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 )
@@ -32,6 +34,7 @@ type job struct {
 // handler hands HTTP/2 requests to its workers.
 type handler struct {
 	next       http.Handler
+	lasting    func(*http.Request) bool
 	jobs       chan job
 	workers    atomic.Int32
 	maxWorkers int32
@@ -40,14 +43,18 @@ type handler struct {
 
 // Handler returns next with each HTTP/2 request served on one of at most maxWorkers long-lived
 // goroutines; a request that finds none idle, and none left to start, is served where it came, as
-// it would be without this. HTTP/1 requests always are: their connection's goroutine lives on. A
-// handler must not call runtime.Goexit (none of usersd's does): its request would never end.
-func Handler(next http.Handler, maxWorkers int) http.Handler {
-	return &handler{next: next, jobs: make(chan job), maxWorkers: int32(maxWorkers), idle: idleTimeout}
+// it would be without this. HTTP/1 requests always are: their connection's goroutine lives on. So
+// are the requests lasting reports (nil: none), whose answers last as long as their clients
+// watch: each would hold a worker for as long, and enough of them would hold every worker.
+func Handler(next http.Handler, maxWorkers int, lasting func(*http.Request) bool) http.Handler {
+	if lasting == nil {
+		lasting = func(*http.Request) bool { return false }
+	}
+	return &handler{next: next, lasting: lasting, jobs: make(chan job), maxWorkers: int32(maxWorkers), idle: idleTimeout}
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.ProtoMajor != 2 {
+	if r.ProtoMajor != 2 || h.lasting(r) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
@@ -87,7 +94,8 @@ func (h *handler) work(j job) {
 	idle := time.NewTimer(h.idle)
 	defer idle.Stop()
 	for {
-		j.done <- h.serve(j)
+		h.serve(j)
+		j = job{} // an idle worker holds no request alive
 		idle.Reset(h.idle)
 		select {
 		case j = <-h.jobs:
@@ -97,9 +105,17 @@ func (h *handler) work(j job) {
 	}
 }
 
-// serve runs the handler for j and returns what it panicked with, if anything.
-func (h *handler) serve(j job) (panicked any) {
-	defer func() { panicked = recover() }()
+// serve runs the handler for j and then tells j's caller that it is done, with what the handler
+// panicked with, if anything; it tells it too when the handler ends the goroutine with
+// runtime.Goexit (the worker then ends with it). A panic other than http.ErrAbortHandler carries
+// the worker's stack, where the handler was, since net/http logs the stream goroutine's.
+func (h *handler) serve(j job) {
+	defer func() {
+		p := recover()
+		if p != nil && p != http.ErrAbortHandler {
+			p = fmt.Sprintf("%v\n\non a warmstack worker:\n%s", p, debug.Stack())
+		}
+		j.done <- p
+	}()
 	h.next.ServeHTTP(j.w, j.r)
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -61,15 +62,27 @@ func get(t *testing.T, c *http.Client, url string) (proto string, body string, e
 	return res.Proto, string(b), err
 }
 
-func TestOneWorkerServesHTTP2RequestsInTurn(t *testing.T) {
-	ws := Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Proto", r.Proto)
-		io.WriteString(w, "served "+r.URL.Path)
-	}), 8).(*handler)
+// onAWorker reports whether the calling goroutine is a warmstack worker.
+func onAWorker() bool {
+	buf := make([]byte, 64<<10)
+	return strings.Contains(string(buf[:runtime.Stack(buf, false)]), "warmstack.(*handler).work")
+}
+
+// whereServed answers with where the request was served: "worker" or "inline".
+var whereServed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	if onAWorker() {
+		io.WriteString(w, "worker")
+	} else {
+		io.WriteString(w, "inline")
+	}
+})
+
+func TestHTTP2RequestsGoToAWorkerAndHTTP1RequestsDoNot(t *testing.T) {
+	ws := Handler(whereServed, 8, nil).(*handler)
 	url, h1, h2, _ := serve(t, ws)
 	for i := range 50 {
-		proto, body, err := get(t, h2, url+"/a")
-		if err != nil || proto != "HTTP/2.0" || body != "served /a" {
+		proto, body, err := get(t, h2, url)
+		if err != nil || proto != "HTTP/2.0" || body != "worker" {
 			t.Fatalf("request %d over h2c: %s %q %v", i, proto, body, err)
 		}
 	}
@@ -78,26 +91,34 @@ func TestOneWorkerServesHTTP2RequestsInTurn(t *testing.T) {
 	if n := ws.workers.Load(); n < 1 || n > 2 {
 		t.Errorf("%d workers served 50 requests one after another, want 1 (or 2)", n)
 	}
-	before := ws.workers.Load()
 	for range 5 {
-		if proto, body, err := get(t, h1, url+"/b"); err != nil || proto != "HTTP/1.1" || body != "served /b" {
+		if proto, body, err := get(t, h1, url); err != nil || proto != "HTTP/1.1" || body != "inline" {
 			t.Fatalf("over HTTP/1.1: %s %q %v", proto, body, err)
 		}
 	}
-	if n := ws.workers.Load(); n != before {
-		t.Errorf("HTTP/1.1 requests started workers: %d, then %d", before, n)
+}
+
+func TestLastingRequestsAreServedWhereTheyCame(t *testing.T) {
+	ws := Handler(whereServed, 8, func(r *http.Request) bool { return r.URL.Path == "/watch" })
+	url, _, h2, _ := serve(t, ws)
+	for path, want := range map[string]string{"/watch": "inline", "/get": "worker"} {
+		if _, body, err := get(t, h2, url+path); err != nil || body != want {
+			t.Errorf("%s: served %q (%v), want %s", path, body, err, want)
+		}
 	}
 }
 
 func TestRequestsPastTheWorkersAreServedWhereTheyCame(t *testing.T) {
 	const concurrent, maxWorkers = 6, 2
-	arrived, release := make(chan struct{}, concurrent), make(chan struct{})
+	arrived, release := make(chan bool, concurrent), make(chan struct{})
+	var releaseOnce sync.Once
 	ws := Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
+		arrived <- onAWorker()
 		<-release
 		io.WriteString(w, "ok")
-	}), maxWorkers).(*handler)
+	}), maxWorkers, nil).(*handler)
 	url, _, h2, _ := serve(t, ws)
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before the server closes
 	var wg sync.WaitGroup
 	errs := make(chan error, concurrent)
 	for range concurrent {
@@ -108,21 +129,25 @@ func TestRequestsPastTheWorkersAreServedWhereTheyCame(t *testing.T) {
 		})
 	}
 	// Every request reaches the handler at once, though only two workers may run.
+	onWorkers := 0
 	for i := range concurrent {
 		select {
-		case <-arrived:
+		case worker := <-arrived:
+			if worker {
+				onWorkers++
+			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("only %d of %d requests reached the handler", i, concurrent)
 		}
 	}
-	close(release)
+	releaseOnce.Do(func() { close(release) })
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Error(err)
 	}
-	if n := ws.workers.Load(); n != maxWorkers {
-		t.Errorf("%d workers, want the most allowed, %d", n, maxWorkers)
+	if onWorkers != maxWorkers {
+		t.Errorf("%d of %d requests held at once ran on workers, want the most allowed, %d", onWorkers, concurrent, maxWorkers)
 	}
 }
 
@@ -133,28 +158,35 @@ func TestAHandlersPanicEndsItsStreamAndTheWorkerGoesOn(t *testing.T) {
 			panic(http.ErrAbortHandler)
 		case "/bug":
 			panic("a bug in a handler")
+		case "/goexit":
+			runtime.Goexit()
 		}
-		io.WriteString(w, "ok")
-	}), 1).(*handler)
+		whereServed(w, r)
+	}), 1, nil).(*handler)
 	url, _, h2, errorLog := serve(t, ws)
-	for _, path := range []string{"/abort", "/bug"} {
-		if _, _, err := get(t, h2, url+path); err == nil {
-			t.Errorf("%s: the stream of a panicking handler was answered", path)
+	for _, path := range []string{"/abort", "/bug", "/goexit"} {
+		done := make(chan error, 1)
+		go func() { _, _, err := get(t, h2, url+path); done <- err }()
+		select {
+		case err := <-done:
+			if path != "/goexit" && err == nil {
+				t.Errorf("%s: the stream of a panicking handler was answered", path)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the request never ended", path)
 		}
-		if _, body, err := get(t, h2, url+"/fine"); err != nil || body != "ok" {
+		if _, body, err := get(t, h2, url+"/fine"); err != nil || body != "worker" {
 			t.Fatalf("after %s: %q %v", path, body, err)
 		}
 	}
-	// net/http logs a panic other than ErrAbortHandler, with its value, as it does without workers;
-	// the stream may be reset before the line is written.
+	// net/http logs a panic other than ErrAbortHandler, with its value and where the handler
+	// was, as it does without workers; the stream may be reset before the line is written.
 	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(errorLog.String(), "a bug in a handler") && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if logged := errorLog.String(); !strings.Contains(logged, "a bug in a handler") || strings.Contains(logged, "abort Handler") {
+	if logged := errorLog.String(); !strings.Contains(logged, "a bug in a handler") || !strings.Contains(logged, "warmstack_test.go") ||
+		strings.Contains(logged, "abort Handler") {
 		t.Errorf("the server's error log: %q", logged)
-	}
-	if n := ws.workers.Load(); n != 1 {
-		t.Errorf("%d workers after the panics, want the one, still serving", n)
 	}
 }
 
@@ -162,8 +194,11 @@ func TestAWorkerSeesTheRequestsContext(t *testing.T) {
 	type key struct{}
 	seen := make(chan any, 1)
 	ws := Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !onAWorker() {
+			t.Error("the request was not served on a worker")
+		}
 		seen <- r.Context().Value(key{})
-	}), 1)
+	}), 1, nil)
 	url, _, h2, _ := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), key{}, "the caller's")))
 	}))
@@ -176,21 +211,18 @@ func TestAWorkerSeesTheRequestsContext(t *testing.T) {
 }
 
 func TestIdleWorkersEnd(t *testing.T) {
-	ws := Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }), 8).(*handler)
+	ws := Handler(whereServed, 8, nil).(*handler)
 	ws.idle = 100 * time.Millisecond
 	url, _, h2, _ := serve(t, ws)
-	if _, body, err := get(t, h2, url); err != nil || body != "ok" {
+	if _, body, err := get(t, h2, url); err != nil || body != "worker" {
 		t.Fatalf("%q %v", body, err)
-	}
-	if n := ws.workers.Load(); n != 1 {
-		t.Fatalf("%d workers after a request, want 1", n)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ws.workers.Load() != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d workers still there after 5 s without a request", ws.workers.Load())
 		}
 	}
-	if _, body, err := get(t, h2, url); err != nil || body != "ok" {
+	if _, body, err := get(t, h2, url); err != nil || body != "worker" {
 		t.Fatalf("after the worker ended: %q %v", body, err)
 	}
 }

@@ -64,8 +64,7 @@ func TestHTTP2ClientThatNeverReadsIsCutOff(t *testing.T) {
 		t.Fatalf("every answer was delivered (%d bytes, %d streams): the client was never cut off", received, ended)
 	}
 
-	// The streams' handlers are gone with the connection.
-	// The streams' goroutines end when the connection is cut; the HTTP/2 workers that served them
+	// The streams' handlers are gone with the connection; the HTTP/2 workers that served them
 	// (package warmstack) end after two idle seconds.
 	deadline := time.Now().Add(8 * time.Second)
 	for runtime.NumGoroutine() > before+5 {

@@ -161,12 +161,14 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	if err != nil {
 		return err
 	}
+	// An HTTP/2 request other than a watch runs on a worker whose stack has already grown.
+	serving := warmstack.Handler(service, http2Workers, service.Lasting)
 	var srv *http.Server
 	var served chan error
 	if early != nil {
 		srv, served = early.srv, early.served
 	} else {
-		srv = newServer(service, cfg.limits, logger)
+		srv = newServer(serving, cfg.limits, logger)
 	}
 	// Watches never end by themselves: Shutdown would wait for them until the grace ran out.
 	srv.RegisterOnShutdown(service.EndWatches)
@@ -178,7 +180,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 	}
 
 	if early != nil {
-		early.handler.use(service)
+		early.handler.use(serving)
 		logger.Info("serving")
 	} else {
 		listener, err := net.Listen("tcp", cfg.addr)
@@ -310,7 +312,7 @@ func newServer(handler http.Handler, limits serverLimits, logger *slog.Logger) *
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
-		Handler:           warmstack.Handler(handler, http2Workers),
+		Handler:           handler,
 		ConnContext:       handlers.ConnContext,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: limits.readHeaderTimeout,
