@@ -179,7 +179,7 @@ const (
 	SortByCreatedAt SortField = "createdAt"
 	// SortByUserName sorts by the user name ignoring case (its NameKey), as SCIM sorts userName.
 	// One index serves both directions, so the ties (the users without a user name) break by id
-	// in the sort's direction; it is served without the role filter and the name search only.
+	// in the sort's direction; it is served alone, without the role filter and the name search.
 	SortByUserName SortField = "userName"
 )
 

@@ -34,6 +34,9 @@ func (s *Service) FindUsers(ctx context.Context, q FindQuery) (page []*usersv1.U
 		if !sortable(key.Field) && key.Field != store.SortByUserName {
 			return nil, 0, InvalidField("sort", "cannot sort by %q", key.Field)
 		}
+		if key.Field == store.SortByUserName && len(q.Sort) > 1 {
+			return nil, 0, InvalidField("sort", "a sort by %q takes no other sort key", key.Field)
+		}
 	}
 	if ctx, err = forRead(ctx); err != nil {
 		return nil, 0, err

@@ -33,8 +33,9 @@ var sortColumns = map[store.SortField]string{
 }
 
 // orderTerms returns the sort order of q as columns, from the fixed names above and never from client
-// text, ending with id so that ties always break by id ascending. Since id is unique, nothing after
-// it can matter: a sort that names id ends there. With the role filter every row has the same role,
+// text, ending with id so that ties break by id: ascending, but for a sort by user name, whose ties
+// follow its direction (store.SortByUserName). Since id is unique, nothing after it can matter: a
+// sort that names id ends there. With the role filter every row has the same role,
 // so a sort by role orders nothing and is left out (a condition role = $1 AND role = $2 would also
 // keep the planner from seeing that one index serves the page).
 func orderTerms(q store.UserQuery) ([]orderTerm, error) {
@@ -49,8 +50,8 @@ func orderTerms(q store.UserQuery) ([]orderTerm, error) {
 		}
 		if k.Field == store.SortByUserName {
 			// users_user_name_key_id read forwards or backwards: the tie-break follows the sort.
-			if q.Role != "" || q.NamePrefix != "" {
-				return nil, fmt.Errorf("no index sorts by %q within a role or a name search", k.Field)
+			if q.Role != "" || q.NamePrefix != "" || len(q.Sort) > 1 {
+				return nil, fmt.Errorf("no index sorts by %q within a role, a name search or another sort key", k.Field)
 			}
 			return append(terms, orderTerm{column: column, descending: k.Descending}, orderTerm{column: "id", descending: k.Descending}), nil
 		}

@@ -12,7 +12,7 @@ import (
 // testListSortByUserName holds store.SortByUserName to its rule: user names compared ignoring case
 // (their NameKey), the users without one together, and ties broken by id in the sort's direction;
 // offsets and cursors walk the same order, deleted users are left out, and the sort is refused where
-// no index serves it.
+// no index serves it (with a role, a name search or another sort key).
 func testListSortByUserName(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	userNames := []string{"bob", "Alice", "", "carol_x", "", "ALAN", "Zed", "carolA", "gone", "alice2"}
@@ -69,9 +69,10 @@ func testListSortByUserName(t *testing.T, s store.Store) {
 		}
 	}
 	byUserName := []store.SortKey{{Field: store.SortByUserName}}
-	for _, q := range []store.UserQuery{{Role: "admin", Sort: byUserName, Limit: 10}, {NamePrefix: "n", Sort: byUserName, Limit: 10}} {
+	withName := append([]store.SortKey{{Field: store.SortByName}}, byUserName...)
+	for _, q := range []store.UserQuery{{Role: "admin", Sort: byUserName, Limit: 10}, {NamePrefix: "n", Sort: byUserName, Limit: 10}, {Sort: withName, Limit: 10}} {
 		if _, err := s.ListUsers(ctx, q); err == nil {
-			t.Errorf("a sort by user name with role %q and name search %q was served; no index serves it", q.Role, q.NamePrefix)
+			t.Errorf("a sort by user name with role %q, name search %q and sort %v was served; no index serves it", q.Role, q.NamePrefix, q.Sort)
 		}
 	}
 }
