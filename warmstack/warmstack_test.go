@@ -175,8 +175,18 @@ func TestAHandlersPanicEndsItsStreamAndTheWorkerGoesOn(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: the request never ended", path)
 		}
-		if _, body, err := get(t, h2, url+"/fine"); err != nil || body != "worker" {
-			t.Fatalf("after %s: %q %v", path, body, err)
+		// The one worker goes on: a request that comes while it is between its answer and its
+		// next wait is served where it came, so a few may be, before one finds it.
+		body := ""
+		for try := 0; try < 50 && body != "worker"; try++ {
+			var err error
+			if _, body, err = get(t, h2, url+"/fine"); err != nil {
+				t.Fatalf("after %s: %v", path, err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if body != "worker" {
+			t.Fatalf("after %s, 50 requests were served %q, none on the worker", path, body)
 		}
 	}
 	// net/http logs a panic other than ErrAbortHandler, with its value and where the handler
