@@ -15,6 +15,7 @@ import (
 	"usersd/auth"
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/handlers/boundedgzip"
 	"usersd/handlers/codec"
 	"usersd/handlers/health"
 	"usersd/handlers/static"
@@ -34,7 +35,7 @@ func addRoutes(routes *routeTable, d deps) error {
 	rpcOptions := []connect.HandlerOption{
 		connect.WithCodec(codec.All[0]), connect.WithCodec(codec.All[1]), connect.WithCodec(codec.All[2]),
 		connect.WithReadMaxBytes(int(d.MaxBodyBytes)),
-		withBoundedGzip(d.MaxBodyBytes),
+		boundedgzip.HandlerOption(d.MaxBodyBytes),
 		// gRPC clients offer gzip on every call; compressing a user of a few hundred bytes costs more
 		// CPU than the bytes it saves, so only answers of a page or more are compressed.
 		connect.WithCompressMinBytes(compressMinBytes),

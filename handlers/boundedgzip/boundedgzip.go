@@ -1,5 +1,5 @@
-// gzip for RPC messages that stops inflating at the size limit.
-package handlers
+// Package boundedgzip is gzip for RPC messages that stops inflating at the size limit.
+package boundedgzip
 
 import (
 	"compress/gzip"
@@ -9,13 +9,13 @@ import (
 	"connectrpc.com/connect"
 )
 
-// withBoundedGzip replaces connect-go's gzip with one whose decompressor fails as soon as a message
+// HandlerOption replaces connect-go's gzip with one whose decompressor fails as soon as a message
 // inflates past maxBytes. connect-go's own stops reading there too, but then inflates the rest of
 // the message to report its size: a body just under the limit that expands to a gigabyte cost a
 // second of CPU before it was refused. The answer is resource_exhausted, as for a message over the
 // limit that was sent uncompressed: the protocols give a message too large that code whatever its
 // encoding.
-func withBoundedGzip(maxBytes int64) connect.HandlerOption {
+func HandlerOption(maxBytes int64) connect.HandlerOption {
 	return connect.WithCompression("gzip",
 		func() connect.Decompressor { return &boundedGunzip{limit: maxBytes} },
 		func() connect.Compressor { return gzip.NewWriter(io.Discard) },
