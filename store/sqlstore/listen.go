@@ -102,6 +102,11 @@ func listenUntilFailure(ctx context.Context, config *pgx.ConnConfig, notify, lis
 		closing, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
 		conn.Close(closing)
+		// A statement stopped by ctx has pgx cancel it in the background (see pgConns).
+		select {
+		case <-conn.PgConn().CleanupDone():
+		case <-closing.Done():
+		}
 	}()
 	// The channel is the database's: other deployments, in other schemas, notify it too.
 	var schema string

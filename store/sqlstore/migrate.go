@@ -133,7 +133,7 @@ func (s *Store) migrateSchema(ctx context.Context) error {
 	if s.direct == "" {
 		return s.migrate(ctx, s.writer)
 	}
-	db, err := openPostgres(ctx, s.direct, false)
+	db, err := openPostgres(ctx, s.direct, false, s.pgConns)
 	if err != nil {
 		return fmt.Errorf("the direct URL: %w", err)
 	}

@@ -26,7 +26,7 @@ func migrateThrough(t *testing.T, dsn string, last int) *sql.DB {
 	s := &Store{now: time.Now}
 	var db *sql.DB
 	if isPostgresURL(dsn) {
-		pg, err := openPostgres(ctx, dsn, false)
+		pg, err := openPostgres(ctx, dsn, false, new(pgConns))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -93,9 +93,10 @@ func isPostgresURL(dsn string) bool {
 
 // openPostgres opens a pool on the database that dsn names and checks that it answers. pooled says
 // that dsn goes through a pooler in transaction mode: unless dsn chooses otherwise, statements
-// then run without server-side prepared statements (see WithDirect).
-func openPostgres(ctx context.Context, dsn string, pooled bool) (*sql.DB, error) {
-	db, _, err := newPostgresPool(dsn, pooled)
+// then run without server-side prepared statements (see WithDirect). conns keeps the pool's
+// connections for a wait at close.
+func openPostgres(ctx context.Context, dsn string, pooled bool, conns *pgConns) (*sql.DB, error) {
+	db, _, err := newPostgresPool(dsn, pooled, conns)
 	if err != nil {
 		return nil, err
 	}
@@ -113,8 +114,8 @@ func openPostgres(ctx context.Context, dsn string, pooled bool) (*sql.DB, error)
 }
 
 // newPostgresPool returns a pool on the database that dsn names, connecting only when it is used,
-// and the configuration that dsn parses to.
-func newPostgresPool(dsn string, pooled bool) (*sql.DB, *pgx.ConnConfig, error) {
+// and the configuration that dsn parses to. conns keeps the pool's connections for a wait at close.
+func newPostgresPool(dsn string, pooled bool, conns *pgConns) (*sql.DB, *pgx.ConnConfig, error) {
 	config, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("PostgreSQL URL: %w", err) // pgx's message never repeats the password
@@ -123,7 +124,7 @@ func newPostgresPool(dsn string, pooled bool) (*sql.DB, *pgx.ConnConfig, error) 
 		config.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
 	setSessionLimits(config, pooled)
-	db := stdlib.OpenDB(*config)
+	db := stdlib.OpenDB(*config, stdlib.OptionAfterConnect(conns.track))
 	// A replica keeps a modest pool: many replicas share the server's connection limit.
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(16)

@@ -29,6 +29,9 @@ type Store struct {
 	// pinger is a pool of one connection of its own for Ping, so that a health check never waits
 	// behind the requests' queries for a connection: a busy store is not an unhealthy one.
 	pinger *sql.DB
+	// pgConns keeps the connections of the PostgreSQL pools, for Close to wait until each has
+	// finished closing (see pgConns).
+	pgConns *pgConns
 	// now is the clock; times are kept to the microsecond, the precision every backend stores.
 	now func() time.Time
 	// stopBackground ends the background work on the kept counts: the fold of the count deltas
@@ -110,7 +113,7 @@ func WithLogger(logger *slog.Logger) Option {
 // (postgres://...), or a SQLite file path (the file and its folder are created if needed) or
 // ":memory:".
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
-	s := &Store{logger: slog.New(slog.DiscardHandler), maxWrites: DefaultWriteBatch}
+	s := &Store{logger: slog.New(slog.DiscardHandler), maxWrites: DefaultWriteBatch, pgConns: new(pgConns)}
 	WithClock(time.Now)(s)
 	for _, opt := range opts {
 		opt(s)
@@ -119,12 +122,12 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("a commit carries 1 to %d writes, not %d", DefaultWriteBatch, s.maxWrites)
 	}
 	if isPostgresURL(dsn) {
-		db, err := openPostgres(ctx, dsn, s.direct != "")
+		db, err := openPostgres(ctx, dsn, s.direct != "", s.pgConns)
 		if err != nil {
 			return nil, err
 		}
 		s.dialect, s.reader, s.writer = &postgresDialect, db, db
-		if s.pinger, _, err = newPostgresPool(dsn, s.direct != ""); err != nil {
+		if s.pinger, _, err = newPostgresPool(dsn, s.direct != "", s.pgConns); err != nil {
 			db.Close()
 			return nil, err
 		}
@@ -138,7 +141,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		}
 		s.notices.listen = func(ctx context.Context, notify func()) { listenForChanges(ctx, config, notify, s.logger) }
 		if len(s.standbyURLs) > 0 {
-			if s.standbys, err = openStandbys(ctx, db, s.standbyURLs, s.maxLag, s.direct != "", s.logger); err != nil {
+			if s.standbys, err = openStandbys(ctx, db, s.standbyURLs, s.maxLag, s.direct != "", s.pgConns, s.logger); err != nil {
 				db.Close()
 				s.pinger.Close()
 				return nil, err
@@ -326,6 +329,7 @@ func (s *Store) Close() error {
 	if s.pinger != s.reader {
 		err = errors.Join(err, s.pinger.Close())
 	}
+	s.pgConns.wait(closeWait)
 	return err
 }
 

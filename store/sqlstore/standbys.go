@@ -120,10 +120,10 @@ const (
 // openStandbys opens a pool on each standby URL and probes them all once, so that reads can use
 // the fit ones from the start; the prober then runs until close. A standby that is down is passed
 // over until it answers: only a URL that does not parse fails.
-func openStandbys(ctx context.Context, primary *sql.DB, urls []string, maxLag time.Duration, pooled bool, logger *slog.Logger) (*standbys, error) {
+func openStandbys(ctx context.Context, primary *sql.DB, urls []string, maxLag time.Duration, pooled bool, conns *pgConns, logger *slog.Logger) (*standbys, error) {
 	r := &standbys{primary: primary, maxLag: maxLag, logger: logger, now: time.Now, opened: time.Now(), stopped: make(chan struct{})}
 	for i, url := range urls {
-		db, config, err := newPostgresPool(url, pooled)
+		db, config, err := newPostgresPool(url, pooled, conns)
 		if err != nil {
 			r.closePools()
 			return nil, fmt.Errorf("read standby %d: %w", i+1, err)
