@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"usersd/bench/internal/fixture"
+	"usersd/bench/internal/profiler"
 	usersv1 "usersd/gen/users/v1"
 )
 
@@ -59,7 +60,9 @@ var serviceDesc = grpc.ServiceDesc{
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "address to listen on")
 	n := flag.Int("users", 1000, "number of users in the map")
+	admin := flag.String("admin-addr", "", "serve Go's profiler on this address (bench/run --profile)")
 	flag.Parse()
+	profiler.Serve(*admin)
 
 	users := make(mapServer, *n)
 	for _, u := range fixture.All(*n) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"usersd/bench/internal/fixture"
+	"usersd/bench/internal/profiler"
 )
 
 // user is the JSON form of a user as usersd writes it (the protojson form of users.v1.User).
@@ -28,7 +29,9 @@ type user struct {
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "address to listen on")
 	n := flag.Int("users", 1000, "number of users in the map")
+	admin := flag.String("admin-addr", "", "serve Go's profiler on this address (bench/run --profile)")
 	flag.Parse()
+	profiler.Serve(*admin)
 
 	users := make(map[int32]*user, *n)
 	for _, u := range fixture.All(*n) {

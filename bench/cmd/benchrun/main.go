@@ -111,7 +111,7 @@ func main() {
 	var quick bool
 	flag.BoolVar(&r.commits, "commits", false, "run POST /users at 1, 4, 16 and 64 connections on SQLite and PostgreSQL, with group commit and without")
 	flag.BoolVar(&r.shapes, "shapes", false, "run GetUser on REST, Connect and gRPC at 1x1, 16x1 and 16x16 connections x streams")
-	flag.StringVar(&r.profileDir, "profile", "", "write a CPU profile of each usersd run to this folder (for default.pgo; profiled figures are not for quoting)")
+	flag.StringVar(&r.profileDir, "profile", "", "write a CPU profile of each run to this folder, and report CPU per request by layer (profiled figures are not for quoting)")
 	flag.StringVar(&r.against, "against", "", "also run every usersd scenario on "+againstBin+" in -bin, built at this revision, and compare")
 	flag.StringVar(&r.bin, "bin", "", "folder with the built usersd, baseline-http, baseline-grpc and seed")
 	flag.StringVar(&r.wrkScript, "wrk-script", "", "bench/wrk/bench.lua")
@@ -197,7 +197,7 @@ func (r *runner) main(out, command, commit string) error {
 	}
 	todo = withAgainst(todo, r.against)
 	for _, sc := range todo {
-		if sc.server == usersd {
+		if sc.server == usersd && sc.users > 0 { // 0: a new file that usersd makes
 			if err := r.seed(sc.data()); err != nil {
 				return err
 			}
@@ -236,8 +236,9 @@ func (r *runner) main(out, command, commit string) error {
 	if err := writeTSV(filepath.Join(out, "results.tsv"), r.records); err != nil {
 		return err
 	}
+	sums := summarize(todo, r.records, r.maxOther)
 	table := reportMarkdown(info, todo, r.records, r.dataReport(todo)) +
-		againstReport(r.against, todo, summarize(todo, r.records, r.maxOther), r.records)
+		againstReport(r.against, todo, sums, r.records) + r.layersReport(todo, sums)
 	if err := os.WriteFile(filepath.Join(out, "report.md"), []byte(table), 0o644); err != nil {
 		return err
 	}
@@ -287,6 +288,14 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 	case baselineGRPC:
 		bin, args = "baseline-grpc", []string{"-addr", "127.0.0.1:0", "-users", fmt.Sprint(sc.users)}
 	}
+	if r.profileDir != "" && sc.server != usersd {
+		var err error
+		if admin, err = adminAddr(); err != nil {
+			rec.err = err
+			return rec
+		}
+		args = append(args, "-admin-addr", admin)
+	}
 	rec.waited, rec.quiet = r.waitQuiet()
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		rec.load1, _, _ = strings.Cut(string(b), " ")
@@ -316,13 +325,14 @@ func (r *runner) runOne(round int, sc scenario) (rec record) {
 	if err := sc.check(r, srv.Addr); err != nil {
 		return fail(fmt.Errorf("check before load: %w", err))
 	}
-	warm, err := sc.load.run(r, srv.Addr, r.warmup, dir)
+	warmLoad, warmFor := sc.warming(r.warmup)
+	warm, err := warmLoad.run(r, srv.Addr, warmFor, dir)
 	if err != nil {
 		return fail(fmt.Errorf("warm-up: %w", err))
 	}
 	var profiled <-chan error
 	if admin != "" {
-		profiled = profileCPU(admin, r.duration, r.profilePath(round, sc))
+		profiled = profileCPU(admin, sc.measuring(r.duration), r.profilePath(round, sc))
 	}
 	m, err := r.measure(sc, srv, dbName, dir)
 	if profiled != nil {
@@ -388,6 +398,8 @@ func (r *runner) runData(sc scenario, dir string) (db, dbName string, cleanup fu
 	seed := r.seeds[sc.data()]
 	cleanup = func() {}
 	switch {
+	case sc.backend == sqlite && sc.users == 0:
+		return filepath.Join(dir, "users.db"), "", cleanup, nil, nil
 	case sc.backend == sqlite && !sc.creates && !sc.writes:
 		state, err := sharedSQLite(seed.DB)
 		return seed.DB, "", cleanup, &state, err
@@ -426,7 +438,7 @@ func (r *runner) measure(sc scenario, srv *launch.Server, dbName, dir string) (m
 	}
 	ticks0, err1 := procstat.CPUTicks(srv.Pid())
 	busy0, err2 := procstat.CPUBusy()
-	res, err3 := sc.load.run(r, srv.Addr, r.duration, dir)
+	res, err3 := sc.load.run(r, srv.Addr, sc.measuring(r.duration), dir)
 	ticks1, err4 := procstat.CPUTicks(srv.Pid())
 	busy1, err5 := procstat.CPUBusy()
 	if dbName != "" {

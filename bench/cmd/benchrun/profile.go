@@ -1,8 +1,8 @@
-// CPU profiles of usersd under each scenario's load, for profile-guided optimisation: with
-// -profile DIR every run of this checkout's usersd serves Go's profiler on a loopback port of its
-// own, and the measurement's CPU profile is written to DIR. The profiler costs a little CPU, so
-// the figures of a profiled run are not the ones to quote. docs/PERFORMANCE.md says how the
-// profiles become cmd/usersd/default.pgo.
+// CPU profiles of each scenario's server under its load: with -profile DIR every run of this
+// checkout's usersd, and of the baselines, serves Go's profiler on a loopback port of its own, and
+// the measurement's CPU profile is written to DIR; layers.go turns them into the report's table of
+// CPU per request by layer. The profiler costs a little CPU, so the figures of a profiled run are
+// not the ones to quote.
 package main
 
 import (

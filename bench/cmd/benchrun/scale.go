@@ -89,7 +89,9 @@ func scaleScenarios(n int, b backend) []scenario {
 type summaryOf = seeded.Result
 
 // wantOneOfAll: a page of one user, and the total of every user (the create scenarios).
-func wantOneOfAll(_ *runner, s summaryOf) listWant { return listWant{total: s.Users, items: 1} }
+func wantOneOfAll(_ *runner, s summaryOf) listWant {
+	return listWant{total: s.Users, items: min(1, s.Users)}
+}
 
 // wantNewest: the first page newest first is the 20 users with the latest createdAt (ties by id).
 func wantNewest(r *runner, s summaryOf) listWant {
