@@ -10,7 +10,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -82,7 +81,12 @@ func (r *runner) layersReport(todo []scenario, sums map[string]*summary) string 
 		if sc.bin != "" || s == nil || s.runs == 0 {
 			continue
 		}
-		paths, _ := filepath.Glob(filepath.Join(r.profileDir, "*-"+sc.id+".pprof"))
+		var paths []string // this run's rounds only: the folder may hold an earlier run's
+		for round := 1; round <= r.rounds; round++ {
+			if path := r.profilePath(round, sc); fileExists(path) {
+				paths = append(paths, path)
+			}
+		}
 		if len(paths) == 0 {
 			continue
 		}
@@ -138,4 +142,9 @@ func (r *runner) layersReport(todo []scenario, sums map[string]*summary) string 
 		fmt.Fprintf(&b, "\n%s\n", p)
 	}
 	return b.String()
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

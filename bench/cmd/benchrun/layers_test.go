@@ -23,7 +23,7 @@ func TestASampleBelongsToTheFirstFrameInALayer(t *testing.T) {
 		// An allocation counts for the layer that asked for it.
 		{stack("runtime.mallocgc", "strings.(*Builder).grow", "usersd/auth.(*Keys).Check", "usersd/handlers.(*authorizer).require.func1", "net/http.(*conn).serve"), "usersd: auth"},
 		{stack("runtime.memmove", "usersd/auth.(*Limiter).Allow", "usersd/handlers.(*authorizer).require.func1"), "usersd: rate limit"},
-		{stack("internal/runtime/syscall.Syscall6", "syscall.write", "internal/poll.(*FD).Write", "net.(*conn).Write", "net/http.(*response).finishRequest"), "network I/O (system calls)"},
+		{stack("internal/runtime/syscall.Syscall6", "syscall.write", "internal/poll.(*FD).Write", "net.(*conn).Write", "net/http.(*response).finishRequest"), "I/O system calls (network, and the access log's writes)"},
 		{stack("internal/runtime/syscall.Syscall6", "syscall.Syscall6", "modernc.org/libc.___syscall_cp", "modernc.org/libc.Xfsync", "modernc.org/sqlite/lib.unixSync"), "store: file system calls (SQLite's writes and syncs)"},
 		{stack("memeqbody", "type:.eq.usersd/handlers.key", "usersd/handlers.(*routeTable).lookup"), "usersd: routes and REST handlers"},
 		{stack("runtime.gcDrain", "runtime.gcBgMarkWorker"), layers.Runtime},

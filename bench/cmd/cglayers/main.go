@@ -1,13 +1,13 @@
 // Command cglayers is bench/instructions --layers's table: the instructions per request that each
-// layer spent itself. Callgrind's own attribution to functions is no use for Go: a goroutine switch
-// leaves calls it never sees return, so its costs by function add up to more than the program ran.
-// The instruction addresses are right, though (callgrind --dump-instr=yes): each address's count
-// goes to the function of the binary's symbol table that holds it, and the function to its layer
-// (bench/internal/layers). The instructions of the runtime and of the standard library's utilities
-// (allocation, copying, strconv, sync) form a row of their own rather than going to the layer that
-// called them; bench/run --profile's table shows that split by caller.
+// layer spent itself. Callgrind's call graph is no use for Go (a goroutine switch leaves calls it
+// never sees return), and for 1,000 REST GETs callgrind_annotate's costs by function added up to
+// 111.0 million instructions of a dump of 87.5 million. The instruction addresses are exact
+// (callgrind --dump-instr=yes): each address's count goes to the function of the binary's symbol
+// table that holds it, and the function to its layer (bench/internal/layers). The instructions
+// of the runtime and of the standard library's utilities form rows of their own rather than
+// going to the layer that called them; bench/run --profile's table shows that split by caller.
 //
-//	cglayers -binary USERSD SCENARIO=REQUESTS=CALLGRIND-FILE...
+//	cglayers -binary PROGRAM SCENARIO=REQUESTS=CALLGRIND-FILE...
 package main
 
 import (
@@ -40,7 +40,11 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if syms.path, err = filepath.Abs(*binary); err != nil {
+	// Valgrind names the program by its absolute path with every link resolved.
+	if syms.path, err = filepath.Abs(*binary); err == nil {
+		syms.path, err = filepath.EvalSymlinks(syms.path)
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 	var scenarios []string
@@ -127,7 +131,10 @@ func readSymbols(binary string) (*symbols, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", binary, err)
 	}
-	syms = slices.DeleteFunc(syms, func(s elf.Symbol) bool { return elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 })
+	// Zero-size symbols (runtime.text and its kin) share addresses with real functions.
+	syms = slices.DeleteFunc(syms, func(s elf.Symbol) bool {
+		return elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 || s.Size == 0
+	})
 	slices.SortFunc(syms, func(a, b elf.Symbol) int { return cmp.Compare(a.Value, b.Value) })
 	t := &symbols{}
 	for _, s := range syms {
@@ -151,8 +158,12 @@ func (t *symbols) function(addr uint64) string {
 }
 
 // outside is the row of the instructions spent outside the binary: the C library, the dynamic
-// loader, the kernel's vDSO.
-const outside = "outside the binary (C library, dynamic loader)"
+// loader, the kernel's vDSO. unnamed is the row of those in the binary at an address that no
+// function's symbol covers.
+const (
+	outside = "outside the binary (C library, dynamic loader)"
+	unnamed = "in the binary, in no function's symbol"
+)
 
 // layerCounts sums the instructions of a callgrind file (--dump-instr=yes) by layer: each cost
 // line's count goes to the function whose code holds its address. The cost line after calls= is
@@ -164,10 +175,10 @@ func layerCounts(file string, syms *symbols) (map[string]int64, error) {
 	}
 	defer f.Close()
 	byFunction := map[string]int64{}
-	var summary, total int64
+	var summary, total, outsideBinary int64
 	var addr uint64
-	inBinary, afterCall := false, false
-	objects := map[string]string{} // "(5)" -> the object's path
+	inBinary, afterCall, sawBinary := false, false, false
+	objects := map[string]string{} // "(5)" -> the object's path, named by ob= or cob= alike
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -178,12 +189,30 @@ func layerCounts(file string, syms *symbols) (map[string]int64, error) {
 		case strings.HasPrefix(text, "summary:"):
 			summary = number(strings.TrimSpace(strings.TrimPrefix(text, "summary:")))
 			continue
-		case strings.HasPrefix(text, "ob="):
-			id, name, _ := strings.Cut(strings.TrimPrefix(text, "ob="), " ")
-			if name != "" {
-				objects[id] = name
+		case strings.HasPrefix(text, "ob=") || strings.HasPrefix(text, "cob="):
+			_, ref, _ := strings.Cut(text, "=")
+			name := ref
+			if strings.HasPrefix(ref, "(") { // compressed: "(5) /path" the first time, "(5)" after
+				id, path, _ := strings.Cut(ref, " ")
+				if path != "" {
+					objects[id] = path
+				}
+				name = objects[id]
 			}
-			inBinary = objects[id] == syms.path
+			if text[0] == 'o' {
+				inBinary = name == syms.path
+				sawBinary = sawBinary || inBinary
+			}
+			continue
+		case strings.HasPrefix(text, "positions:"):
+			if strings.Fields(text)[1] != "instr" {
+				return nil, fmt.Errorf("%s: %q: want instruction addresses first (--dump-instr=yes)", file, text)
+			}
+			continue
+		case strings.HasPrefix(text, "events:"):
+			if f := strings.Fields(text); len(f) < 2 || f[1] != "Ir" {
+				return nil, fmt.Errorf("%s: %q: want Ir first", file, text)
+			}
 			continue
 		case strings.HasPrefix(text, "calls="):
 			afterCall = true
@@ -192,15 +221,24 @@ func layerCounts(file string, syms *symbols) (map[string]int64, error) {
 			continue // fl=, fn=, cob=, cfn=, events: and the other headers
 		}
 		fields := strings.Fields(text)
-		switch p := fields[0]; {
-		case strings.HasPrefix(p, "0x"):
-			addr, _ = strconv.ParseUint(p[2:], 16, 64)
-		case p[0] == '+':
-			n, _ := strconv.ParseUint(p[1:], 10, 64)
-			addr += n
-		case p[0] == '-':
-			n, _ := strconv.ParseUint(p[1:], 10, 64)
-			addr -= n
+		switch p := fields[0]; p[0] {
+		case '+', '-':
+			n, err := strconv.ParseUint(p[1:], 0, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %q: %w", file, text, err)
+			}
+			if p[0] == '+' {
+				addr += n
+			} else {
+				addr -= n
+			}
+		case '*':
+		default:
+			n, err := strconv.ParseUint(p, 0, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %q: %w", file, text, err)
+			}
+			addr = n
 		}
 		if afterCall {
 			afterCall = false
@@ -212,7 +250,7 @@ func layerCounts(file string, syms *symbols) (map[string]int64, error) {
 		n := number(fields[2])
 		total += n
 		if !inBinary {
-			byFunction[""] += n
+			outsideBinary += n
 			continue
 		}
 		byFunction[syms.function(addr)] += n
@@ -223,9 +261,12 @@ func layerCounts(file string, syms *symbols) (map[string]int64, error) {
 	if summary == 0 || total != summary {
 		return nil, fmt.Errorf("the cost lines add up to %d of the %d instructions callgrind counted", total, summary)
 	}
-	counts := map[string]int64{}
+	if !sawBinary {
+		return nil, fmt.Errorf("%s: no cost in %s", file, syms.path)
+	}
+	counts := map[string]int64{outside: outsideBinary}
 	for function, n := range byFunction {
-		layer := outside
+		layer := unnamed
 		if function != "" {
 			if layer = layers.Of(function); layer == "" {
 				layer = cmp.Or(layers.RuntimePart(function), utilities)

@@ -41,6 +41,7 @@ var rules = []struct{ prefix, layer string }{
 	{"usersd/handlers.admitList", "usersd: answer budget"},
 	{"usersd/handlers.sanitizeErrors", "usersd: sanitize errors"},
 	{"usersd/handlers/codec", "codec (JSON, protobuf)"},
+	{"usersd/gen/users/v1/usersv1connect", "connect"},
 	{"usersd/gen/", "codec (JSON, protobuf)"},
 	{"usersd/handlers", "usersd: routes and REST handlers"},
 	{"usersd/users", "usersd: rules (users.Service)"},
@@ -68,11 +69,11 @@ var rules = []struct{ prefix, layer string }{
 	{"net/http/internal/http2", "net/http: HTTP/2 server"},
 	{"net/http.(*http2", "net/http: HTTP/2 server"},
 	{"net/http.http2", "net/http: HTTP/2 server"},
-	{"net/http", "net/http: HTTP/1 server"},
-	{"net/textproto", "net/http: HTTP/1 server"},
-	{"internal/poll", "network I/O (system calls)"},
-	{"net.", "network I/O (system calls)"},
-	{"main.", "main package (a baseline's handler)"},
+	{"net/http", "net/http: HTTP/1 server and shared code (headers, mux)"},
+	{"net/textproto", "net/http: HTTP/1 server and shared code (headers, mux)"},
+	{"internal/poll", "I/O system calls (network, and the access log's writes)"},
+	{"net.", "I/O system calls (network, and the access log's writes)"},
+	{"main.", "main packages (usersd's log writer and start-up, a baseline's handler)"},
 }
 
 // passedOver are the frames that never decide a layer: the runtime and the utilities every layer
@@ -118,7 +119,7 @@ var runtimeParts = []struct {
 	part     string
 	prefixes []string
 }{
-	{"Go runtime: stack growth (newstack, copying, unwinding)", []string{
+	{"Go runtime: stacks (growing and copying them, and walking them for growth and for GC scans)", []string{
 		"runtime.newstack", "runtime.copystack", "runtime.morestack", "runtime.adjust", "runtime.(*stkframe)",
 		"runtime.(*unwinder)", "runtime.pcvalue", "runtime.funcInfo", "runtime.findfunc", "runtime.step",
 		"runtime.readvarint", "runtime.stackalloc", "runtime.stackfree", "runtime.stackcache",
@@ -135,7 +136,7 @@ var runtimeParts = []struct {
 		"runtime.memclrNoHeapPointers", "runtime.heapSetType", "runtime.makemap", "runtime.rawstring",
 		"runtime.rawbyteslice", "runtime.concatstring", "runtime.slicebytetostring", "runtime.stringtoslicebyte",
 		"runtime.newarray", "runtime.(*heapBits", "runtime.writeHeapBits", "runtime.(*pageAlloc)", "runtime.mProf"}},
-	{"Go runtime: scheduler, timers and system-call entry", []string{
+	{"Go runtime: scheduler, locks, timers and system-call entry", []string{
 		"runtime.schedule", "runtime.findRunnable", "runtime.park", "runtime.gopark", "runtime.goready",
 		"runtime.ready", "runtime.runq", "runtime.execute", "runtime.mcall", "runtime.gogo", "runtime.netpoll",
 		"runtime.newproc", "runtime.goexit", "runtime.casgstatus", "runtime.lock", "runtime.unlock",
