@@ -315,12 +315,19 @@ func (s *Store) Close() error {
 	s.file.close()
 	s.notices.close()
 	var err error
+	inUse := 0 // connections that requests still hold
 	if s.standbys != nil {
-		err = s.standbys.close()
+		inUse, err = s.standbys.close()
 	}
 	if s.stopBackground != nil {
 		s.stopBackground()
 		s.background.Wait()
+	}
+	// A connection that a request still holds (a drain cut short) closes only when the request
+	// lets go of it: waiting for it would only delay a stop that was asked to be quick.
+	inUse += s.reader.Stats().InUse + s.pinger.Stats().InUse
+	if s.writer != s.reader {
+		inUse += s.writer.Stats().InUse
 	}
 	err = errors.Join(err, s.reader.Close())
 	if s.writer != s.reader {
@@ -329,7 +336,9 @@ func (s *Store) Close() error {
 	if s.pinger != s.reader {
 		err = errors.Join(err, s.pinger.Close())
 	}
-	s.pgConns.wait(closeWait)
+	if inUse == 0 {
+		s.pgConns.wait(closeWait)
+	}
 	return err
 }
 

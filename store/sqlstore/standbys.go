@@ -320,10 +320,14 @@ func replayPosition(ctx context.Context, db *sql.DB) (store.Position, error) {
 }
 
 // close stops the prober and closes the standbys' pools.
-func (r *standbys) close() error {
+// close stops the prober and closes the pools; inUse is how many connections requests still held.
+func (r *standbys) close() (inUse int, err error) {
 	r.stop()
 	<-r.stopped
-	return r.closePools()
+	for _, sb := range r.list {
+		inUse += sb.db.Stats().InUse
+	}
+	return inUse, r.closePools()
 }
 
 func (r *standbys) closePools() error {
