@@ -58,19 +58,24 @@ const (
 // conn is a net.Conn whose writes, once it is known to speak HTTP/2, are queued and written by a
 // flusher goroutine. Write returns once the bytes are queued; an error of the flusher's write is
 // returned by every later Write. The write deadline holds for queued bytes as well: the flusher
-// writes under it, and a writer waiting for room gives up when it passes.
+// writes a batch under the deadline that was in force when its last bytes were queued, and a writer
+// waiting for room gives up when the deadline passes. net/http's HTTP/2 server sets a deadline before
+// each write and clears it after; the bytes are still queued when it is cleared, so the deadline of
+// the underlying connection is the flusher's to set, once a batch and only when it changed.
 type conn struct {
 	net.Conn
 	state   atomic.Int32
 	matched int // bytes of the preface read so far; only the reading goroutine touches it
 
-	mu       sync.Mutex
-	changed  *sync.Cond // pending grew or emptied, the flusher stopped, or the connection closed
-	pending  *[]byte    // queued, not yet handed to the flusher; nil when nothing is queued
-	flushing bool       // the flusher goroutine runs
-	err      error      // the first write error; sticky
-	closed   bool
-	deadline time.Time // the write deadline
+	mu              sync.Mutex
+	changed         *sync.Cond // pending grew or emptied, the flusher stopped, or the connection closed
+	pending         *[]byte    // queued, not yet handed to the flusher; nil when nothing is queued
+	pendingDeadline time.Time  // the write deadline in force at the last write queued in pending
+	flushing        bool       // the flusher goroutine runs
+	err             error      // the first write error; sticky
+	closed          bool
+	deadline        time.Time // the write deadline, as last set
+	applied         time.Time // the write deadline of the underlying connection
 }
 
 // NetConn returns the connection that c batches the writes of.
@@ -122,6 +127,7 @@ func (c *conn) Write(p []byte) (int, error) {
 			fallthrough
 		case len(*c.pending) == 0 || len(*c.pending)+len(p) <= maxPending:
 			*c.pending = append(*c.pending, p...)
+			c.pendingDeadline = c.deadline
 			if !c.flushing {
 				c.flushing = true
 				go c.flush()
@@ -146,6 +152,13 @@ func (c *conn) flush() {
 		c.mu.Lock()
 		batch := c.pending
 		c.pending = nil
+		if c.closed {
+			c.pendingDeadline = c.deadline // Close's drain limit
+		}
+		if !c.pendingDeadline.Equal(c.applied) {
+			c.Conn.SetWriteDeadline(c.pendingDeadline)
+			c.applied = c.pendingDeadline
+		}
 		c.mu.Unlock()
 		_, err := c.Conn.Write(*batch)
 		putBuffer(batch)
@@ -190,13 +203,18 @@ func (c *conn) waitFlushed() error {
 	return c.err
 }
 
-// SetWriteDeadline applies to the flusher's writes and to writers waiting for room.
+// SetWriteDeadline applies to the bytes written after it, and to writers waiting for room. Once
+// writes are queued, the flusher sets it on the underlying connection with the batch it applies to.
 func (c *conn) SetWriteDeadline(t time.Time) error {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.deadline = t
+	if c.state.Load() != batched {
+		c.applied = t
+		return c.Conn.SetWriteDeadline(t)
+	}
 	c.changed.Broadcast()
-	c.mu.Unlock()
-	return c.Conn.SetWriteDeadline(t)
+	return nil
 }
 
 func (c *conn) SetDeadline(t time.Time) error {
@@ -215,9 +233,15 @@ func (c *conn) Close() error {
 	}
 	c.closed = true
 	flushing := c.flushing
+	if flushing {
+		// The drain limit holds for the write under way as well as for the batches after it.
+		c.deadline = time.Now().Add(closeDrainLimit)
+		c.applied = c.deadline
+		c.Conn.SetWriteDeadline(c.deadline)
+		c.changed.Broadcast()
+	}
 	c.mu.Unlock()
 	if flushing {
-		c.SetWriteDeadline(time.Now().Add(closeDrainLimit))
 		c.waitFlushed()
 	}
 	return c.Conn.Close()

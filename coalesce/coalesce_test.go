@@ -245,3 +245,31 @@ func TestCloseDeliversWhatWasWritten(t *testing.T) {
 		t.Fatalf("a write after Close: %v, want net.ErrClosed", err)
 	}
 }
+
+// TestAWriteByteTimeoutHoldsForQueuedBytes writes the way net/http's HTTP/2 server does with a
+// WriteByteTimeout: a deadline before each write, cleared after it. The bytes are queued, not
+// written, when the deadline is cleared, so the flusher must still write them under it: a client that
+// reads nothing is cut off after the timeout, not held open for as long as it stays connected.
+func TestAWriteByteTimeoutHoldsForQueuedBytes(t *testing.T) {
+	c, _, _ := pipe(t) // the far end never reads
+	const timeout = 200 * time.Millisecond
+	writeWithByteTimeout := func(p []byte) error {
+		c.SetWriteDeadline(time.Now().Add(timeout))
+		_, err := c.Write(p)
+		c.SetWriteDeadline(time.Time{})
+		return err
+	}
+	if err := writeWithByteTimeout(make([]byte, 1<<10)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var err error
+	for err == nil && time.Since(start) < 10*time.Second {
+		time.Sleep(10 * time.Millisecond)
+		err = writeWithByteTimeout([]byte("x"))
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("after %s of a client that reads nothing, a write returned %v, want the deadline to have passed", time.Since(start).Round(time.Millisecond), err)
+	}
+	t.Logf("a write timeout of %s cut the connection off after %s", timeout, time.Since(start).Round(time.Millisecond))
+}
