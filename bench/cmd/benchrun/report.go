@@ -190,7 +190,7 @@ func reportMarkdown(i info, todo []scenario, records []record, data string) stri
 		for _, rt := range s.ratios {
 			compared = append(compared, rt.label)
 			if rt.target > 0 {
-				targets = append(targets, fmt.Sprintf("%s %.1fx: %s", targetOp(rt), rt.target, metWord(rt.met)))
+				targets = append(targets, fmt.Sprintf("%s %gx: %s", targetOp(rt), rt.target, metWord(rt.met)))
 			} else {
 				targets = append(targets, "none")
 			}
@@ -217,7 +217,7 @@ func reportMarkdown(i info, todo []scenario, records []record, data string) stri
 	}
 	targetLine("rest-get", "REST GET /users/:id vs the net/http baseline (req/s), target >= 0.8x")
 	targetLine("connect-get", "Connect JSON GetUser over HTTP/1.1 vs the net/http baseline (req/s), target >= 0.6x")
-	targetLine("grpc-get", "gRPC GetUser over h2c vs grpc-go (req/s), target >= 0.5x")
+	targetLine("grpc-get", "gRPC GetUser over h2c vs grpc-go (req/s), target >= 0.35x")
 	var peak int64
 	var peakAt string
 	for _, sc := range todo {
@@ -254,7 +254,7 @@ func reportMarkdown(i info, todo []scenario, records []record, data string) stri
 			case rt == nil:
 				fmt.Fprintf(&b, "- %s: no result (a run failed)\n", what)
 			case c.target > 0:
-				fmt.Fprintf(&b, "- %s: %.2fx, target %s %.1fx: **%s**\n", what, rt.value, targetOp(*rt), c.target, metWord(rt.met))
+				fmt.Fprintf(&b, "- %s: %.2fx, target %s %gx: **%s**\n", what, rt.value, targetOp(*rt), c.target, metWord(rt.met))
 			default:
 				fmt.Fprintf(&b, "- %s: %.2fx (%s)\n", what, rt.value, c.note)
 			}
