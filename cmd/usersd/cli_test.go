@@ -35,7 +35,7 @@ func runBinary(t *testing.T, env []string, args ...string) (stdout, stderr strin
 // tools do, starting with what the program is and naming every flag's variable, and the one
 // setting that only a variable holds.
 func TestHelpIsOnStdoutAndNamesEverySetting(t *testing.T) {
-	for _, arg := range []string{"-h", "-help", "--help"} {
+	for _, arg := range []string{"-h", "-help", "--help", "help"} {
 		stdout, stderr, code := runBinary(t, nil, arg)
 		if code != 0 || stderr != "" {
 			t.Fatalf("%s: exit %d, stderr %q", arg, code, stderr)
@@ -46,6 +46,13 @@ func TestHelpIsOnStdoutAndNamesEverySetting(t *testing.T) {
 		flags := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`).FindAllStringSubmatch(stdout, -1)
 		if len(flags) < 25 {
 			t.Fatalf("%s: only %d flags in the help", arg, len(flags))
+		}
+		// The flag package takes a back-quoted word of a usage text as the name of the flag's value:
+		// each value's name must be one word, not a piece of the sentence.
+		for _, line := range regexp.MustCompile(`(?m)^  -[a-z0-9-]+ (.+)$`).FindAllStringSubmatch(stdout, -1) {
+			if strings.Contains(line[1], " ") {
+				t.Errorf("%s: a flag's value is named %q", arg, line[1])
+			}
 		}
 		for _, want := range []string{"USERS_API_KEYS\n", "usersd version", "(env USERS_DB)", "(env USERS_ANSWER_MEMORY)"} {
 			if !strings.Contains(stdout, want) {

@@ -166,7 +166,7 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	s.duration(&cfg.dbReadMaxLag, "db-read-max-lag", "USERS_DB_READ_MAX_LAG", time.Second, "how far behind the primary a standby may be to serve a read that sends no Consistency-Token")
 	s.duration(&cfg.dbWait, "db-wait", "USERS_DB_WAIT", 5*time.Minute, "how long start-up waits for a PostgreSQL that does not answer, serving /livez (200) and /readyz (503) meanwhile, before it gives up")
 	s.int64(&cfg.writeBatch, "write-batch", "USERS_WRITE_BATCH", sqlstore.DefaultWriteBatch, "most writes one commit carries, 1 to 64: writes that arrive while a commit is under way are committed together, each keeping its own outcome; 1 commits every write alone")
-	s.string(&cfg.apiKeysFile, "api-keys-file", "USERS_API_KEYS_FILE", "", "file of API keys, one a line: <key> or sha256:<hex digest of the key>, then optionally name=<name> and scopes=users.read,users.write (both if not given); blank lines and lines starting with # are ignored; make a key with `usersd key`")
+	s.string(&cfg.apiKeysFile, "api-keys-file", "USERS_API_KEYS_FILE", "", "`file` of API keys, one a line: <key> or sha256:<hex digest of the key>, then optionally name=<name> and scopes=users.read,users.write (both if not given); blank lines and lines starting with # are ignored; make a key with usersd key")
 	s.string(&cfg.jwtIssuer, "jwt-issuer", "USERS_JWT_ISSUER", "", "URL of an OpenID Connect issuer whose bearer tokens (Authorization: Bearer <JWT>) are accepted besides API keys; its discovery document names its keys; empty means API keys only")
 	s.string(&cfg.jwtAudience, "jwt-audience", "USERS_JWT_AUDIENCE", "", "the audience (aud) a bearer token must be for: this service's client id or URL at the issuer; required with -jwt-issuer")
 	s.float64(&cfg.rateLimit, "rate-limit", "USERS_RATE_LIMIT", 0, "requests a second each caller may make to the routes of users (a caller is its key's name, or its client address without one); 0 means no limit; the limit is each process's, so N replicas behind a balancer allow N times as much")
@@ -212,7 +212,7 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return cfg, nil
 	}
 	if s.fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments %q", s.fs.Args())
+		return config{}, fmt.Errorf("unexpected arguments %q (usersd -h lists the settings and the commands)", s.fs.Args())
 	}
 	switch {
 	case debugAddr == "" || debugAddr == cfg.adminAddr:
@@ -248,6 +248,7 @@ Usage:
   usersd key [-name N] [-scopes S]
                         make a new API key: prints the key once, and the line of the keys file
   usersd backup FILE    write a consistent copy of the SQLite database -db names to FILE, while it serves
+  usersd help           print this help (as -h does)
 
 Every flag may be set by the environment variable named beside it; a flag wins over its variable.
 
@@ -333,41 +334,48 @@ func (cfg config) check() error {
 }
 
 // loadAPIKeys gathers the keys of USERS_API_KEYS (comma-separated; each holds both scopes) and of
-// the keys file. There is never an unauthenticated write path: with no key configured, it makes
-// one, which the caller logs once. Keys are not put on the command line, where every user of the
-// machine could read them.
-func loadAPIKeys(cfg config, getenv func(string) string) (_ *auth.APIKeys, generated string, err error) {
+// the keys file. USERS_API_KEYS set but holding no key is refused, empty included: a deployment
+// whose secret did not arrive must not run with a key nobody has. Keys are not put on the command
+// line, where every user of the machine could read them.
+func loadAPIKeys(cfg config, lookupEnv func(string) (string, bool)) (*auth.APIKeys, error) {
 	keys := &auth.APIKeys{}
-	fromEnv := getenv("USERS_API_KEYS")
+	fromEnv, set := lookupEnv("USERS_API_KEYS")
 	var envKeys []string
 	for key := range strings.SplitSeq(fromEnv, ",") {
 		if key = strings.TrimSpace(key); key != "" {
 			envKeys = append(envKeys, key)
 		}
 	}
-	if fromEnv != "" && len(envKeys) == 0 {
-		return nil, "", errors.New("USERS_API_KEYS is set but holds no key; unset it to have a key made for the run")
+	if set && len(envKeys) == 0 {
+		return nil, errors.New("USERS_API_KEYS is set but holds no key; unset it to have a key made for the run")
 	}
 	for i, key := range envKeys {
 		if len(key) < auth.MinAPIKeyLength {
-			return nil, "", fmt.Errorf("USERS_API_KEYS: key %d of %d has %d characters; a key needs at least %d", i+1, len(envKeys), len(key), auth.MinAPIKeyLength)
+			return nil, fmt.Errorf("USERS_API_KEYS: key %d of %d has %d characters; a key needs at least %d", i+1, len(envKeys), len(key), auth.MinAPIKeyLength)
 		}
 		if err := keys.Add(auth.NewAPIKey(key)); err != nil {
-			return nil, "", fmt.Errorf("USERS_API_KEYS: key %d of %d: %w", i+1, len(envKeys), err)
+			return nil, fmt.Errorf("USERS_API_KEYS: key %d of %d: %w", i+1, len(envKeys), err)
 		}
 	}
 	if cfg.apiKeysFile != "" {
 		if err := readKeysFile(cfg.apiKeysFile, keys); err != nil {
-			return nil, "", err
+			return nil, err
 		}
 	}
-	if keys.Len() == 0 {
-		generated = newSecretKey()
-		key := auth.NewAPIKey(generated)
-		key.Name = "generated"
-		keys.Add(key)
+	return keys, nil
+}
+
+// ensureAKey makes a key when none is configured, so that there is never an unauthenticated write
+// path, and returns it for the caller to log once; it returns "" when keys has one already.
+func ensureAKey(keys *auth.APIKeys) (generated string) {
+	if keys.Len() > 0 {
+		return ""
 	}
-	return keys, generated, nil
+	generated = newSecretKey()
+	key := auth.NewAPIKey(generated)
+	key.Name = "generated"
+	keys.Add(key)
+	return generated
 }
 
 // newSecretKey returns a new random key: 24 bytes from the system's generator, base64url.

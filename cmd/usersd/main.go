@@ -11,7 +11,7 @@ import (
 
 func main() {
 	ctx, again := stopSignals()
-	if err := run(ctx, again, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, again, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "usersd:", err)
 		os.Exit(1)
 	}

@@ -105,11 +105,11 @@ func TestTheDatabasePasswordNeverReachesTheLog(t *testing.T) {
 	}
 	// The start waits for an unreachable database, logging each attempt, for -db-wait.
 	var log strings.Builder
-	err := run(t.Context(), nil, []string{"-addr", "127.0.0.1:0", "-db-wait", "1s", "-db", "postgres://user:" + password + "@127.0.0.1:1/none"}, func(name string) string {
+	err := run(t.Context(), nil, []string{"-addr", "127.0.0.1:0", "-db-wait", "1s", "-db", "postgres://user:" + password + "@127.0.0.1:1/none"}, func(name string) (string, bool) {
 		if name == "USERS_API_KEYS" {
-			return apitest.Key
+			return apitest.Key, true
 		}
-		return ""
+		return "", false
 	}, &log, io.Discard)
 	if err == nil || strings.Contains(err.Error(), password) || !strings.Contains(err.Error(), "PostgreSQL") {
 		t.Fatalf("start on an unreachable database: %v; want an error that names PostgreSQL and hides the password", err)

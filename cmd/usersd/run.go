@@ -36,9 +36,13 @@ const userCacheSize = 10_000
 // value on again (main sends a second SIGINT or SIGTERM there) ends the drain at once: run closes
 // the store, and returns an error if that leaves requests unanswered. A nil again never ends it.
 // Logs go to stdout as JSON lines; the first line about the listener says which address it took.
-func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
+func run(ctx context.Context, again <-chan os.Signal, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) (err error) {
+	getenv := func(name string) string { v, _ := lookupEnv(name); return v }
 	if len(args) > 0 && args[0] == "backup" {
 		return runBackup(ctx, args[1:], getenv, stdout)
+	}
+	if len(args) > 0 && args[0] == "help" {
+		args = []string{"-h"} // the word people try first, as with go help
 	}
 	if len(args) > 0 && args[0] == "key" {
 		return runKey(args[1:], stdout)
@@ -61,7 +65,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 		fmt.Fprintln(stdout, readBuildInfo())
 		return nil
 	}
-	keys, generatedKey, err := loadAPIKeys(cfg, getenv)
+	keys, err := loadAPIKeys(cfg, lookupEnv)
 	if err != nil {
 		return err
 	}
@@ -75,10 +79,6 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 			logger.Error("exiting on an error", "error", err.Error())
 		}
 	}()
-	if generatedKey != "" {
-		logger.Warn("no API keys configured (USERS_API_KEYS or -api-keys-file): generated one for this run; writes need it in the x-api-key header",
-			"api_key", generatedKey)
-	}
 
 	storeOptions := []sqlstore.Option{sqlstore.WithLogger(logger), sqlstore.WithWriteBatch(int(cfg.writeBatch))}
 	if cfg.dbDirect != "" {
@@ -105,6 +105,12 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, getenv func
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close() // after the server has drained: requests under way still need it
+	// A key is made only for a start that gets this far: one that fails never shows a key that
+	// nothing accepts.
+	if generated := ensureAKey(keys); generated != "" {
+		logger.Warn("no API keys configured (USERS_API_KEYS or -api-keys-file): generated one for this run; writes need it in the x-api-key header",
+			"api_key", generated)
+	}
 
 	tracing, stopTracing, err := newTracing(ctx, logger)
 	if err != nil {

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +85,49 @@ func TestWithoutKeysTheServerMakesOneAndLogsItOnce(t *testing.T) {
 	}
 	if res := s.Do(t, apitest.HTTP1Client, request{Method: "GET", Path: "/private", Header: map[string]string{"x-api-key": generated[0]}}); res.Status != 200 {
 		t.Fatalf("with the generated key: %d %s", res.Status, res.Body)
+	}
+}
+
+// TestAnEmptyKeyListIsRefused: USERS_API_KEYS set to nothing (a secret that did not arrive) ends the
+// start, as the README says, instead of running with a made-up key that no client has.
+func TestAnEmptyKeyListIsRefused(t *testing.T) {
+	for _, value := range []string{"", " , "} {
+		logs := apitest.NewLogs()
+		lookupEnv := func(name string) (string, bool) {
+			if name == "USERS_API_KEYS" {
+				return value, true
+			}
+			return "", false
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a start that is not refused serves until then
+		err := run(ctx, nil, []string{"-addr", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "users.db")}, lookupEnv, logs, io.Discard)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "USERS_API_KEYS is set but holds no key") {
+			t.Errorf("USERS_API_KEYS=%q: the start ended with %v, want it refused", value, err)
+		}
+		if len(logs.Entries(map[string]any{"msg": "listening"})) > 0 {
+			t.Errorf("USERS_API_KEYS=%q: the server listened", value)
+		}
+	}
+}
+
+// TestAFailedStartMakesNoKey: a start that cannot open its store ends without making a key, so the log
+// never shows a key that nothing accepts.
+func TestAFailedStartMakesNoKey(t *testing.T) {
+	notAFolder := filepath.Join(t.TempDir(), "not-a-folder")
+	if err := os.WriteFile(notAFolder, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := apitest.NewLogs()
+	noEnv := func(string) (string, bool) { return "", false }
+	err := run(t.Context(), nil, []string{"-addr", "127.0.0.1:0", "-db", filepath.Join(notAFolder, "users.db")}, noEnv, logs, io.Discard)
+	if err == nil {
+		t.Fatal("the start succeeded on a database path under a file")
+	}
+	for _, line := range logs.Entries(nil) {
+		if _, ok := line["api_key"]; ok {
+			t.Fatalf("a start that failed (%v) logged a key: %v", err, line)
+		}
 	}
 }
 

@@ -30,18 +30,19 @@ func startServerOn(t *testing.T, dbPath string, env map[string]string) *testServ
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := apitest.NewLogs()
-	getenv := func(name string) string {
+	// A variable given as "" is unset, as for a shell; USERS_API_KEYS is apitest.Key unless given.
+	lookupEnv := func(name string) (string, bool) {
 		if v, ok := env[name]; ok {
-			return v
+			return v, v != ""
 		}
 		if name == "USERS_API_KEYS" {
-			return apitest.Key
+			return apitest.Key, true
 		}
-		return ""
+		return "", false
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, nil, []string{"-addr", "127.0.0.1:0", "-db", dbPath}, getenv, logs, io.Discard)
+		done <- run(ctx, nil, []string{"-addr", "127.0.0.1:0", "-db", dbPath}, lookupEnv, logs, io.Discard)
 	}()
 	var addr string
 	select {

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -90,11 +92,13 @@ type Process struct {
 
 // Start starts the real binary on a loopback port, on the database dbPath, with flags and with
 // env (NAME=value) added to the test's environment, and waits until it listens. USERS_API_KEYS is
-// apitest.Key unless env sets it. The process is killed when the test ends.
+// apitest.Key unless env sets it; NAME= (nothing after the sign) leaves NAME out of the process's
+// environment, since usersd tells a variable set to nothing from one not set. The process is killed
+// when the test ends.
 func Start(t testing.TB, env []string, dbPath string, flags ...string) *Process {
 	t.Helper()
 	cmd := exec.Command(Binary(t), append([]string{"-addr", "127.0.0.1:0", "-db", dbPath}, flags...)...)
-	cmd.Env = append(append(os.Environ(), "USERS_API_KEYS="+apitest.Key), env...)
+	cmd.Env = withEnv(append(os.Environ(), "USERS_API_KEYS="+apitest.Key), env)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -139,4 +143,18 @@ func FreeLoopbackAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// withEnv returns base with each NAME=value of env in place of base's NAME, and without NAME where
+// env has NAME= with nothing after the sign.
+func withEnv(base, env []string) []string {
+	out := slices.Clone(base)
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		out = slices.DeleteFunc(out, func(e string) bool { return strings.HasPrefix(e, name+"=") })
+		if value != "" {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
