@@ -5,13 +5,13 @@
 package handlers
 
 import (
-	"encoding/json"
 	"errors"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
 
+	"usersd/internal/plainjson"
 	"usersd/users"
 )
 
@@ -79,6 +79,6 @@ func errorBodyOf(ce *connect.Error) []byte {
 			}
 		}
 	}
-	encoded, _ := json.Marshal(body) // strings and maps of strings always encode
+	encoded, _ := plainjson.Marshal(body) // strings and maps of strings always encode
 	return encoded
 }

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"usersd/internal/plainjson"
 	"usersd/users"
 )
 
@@ -203,6 +204,8 @@ func (w *connectErrorWriter) finish(byConnect bool) {
 	body := w.body.Bytes()
 	if withInfo, err := addConnectErrorDetails(body); err == nil && byConnect {
 		body = withInfo
+	} else if plain, err := unescapedConnectError(body); err == nil {
+		body = plain // connect-go's encoding/json escapes <, > and & for HTML
 	}
 	w.Header().Del("Content-Length")
 	w.ResponseWriter.WriteHeader(w.status)
@@ -214,6 +217,33 @@ type connectWireError struct {
 	Code    string            `json:"code"`
 	Message string            `json:"message,omitempty"`
 	Details []json.RawMessage `json:"details,omitempty"`
+}
+
+// unescapedConnectError returns the Connect error body encoded again without HTML escapes, its
+// details' debug forms included (connect-go encodes them with encoding/json too).
+func unescapedConnectError(body []byte) ([]byte, error) {
+	var wire connectWireError
+	if err := json.Unmarshal(body, &wire); err != nil {
+		return nil, err
+	}
+	for i, raw := range wire.Details {
+		var detail struct {
+			Type  string `json:"type"`
+			Value string `json:"value"`
+			Debug any    `json:"debug,omitempty"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber() // numbers stay as they were written
+		if err := dec.Decode(&detail); err != nil {
+			return nil, err
+		}
+		plain, err := plainjson.Marshal(detail)
+		if err != nil {
+			return nil, err
+		}
+		wire.Details[i] = plain
+	}
+	return plainjson.Marshal(wire)
 }
 
 // addConnectErrorDetails returns the Connect error body with the details of its code added, unless
@@ -240,7 +270,7 @@ func addConnectErrorDetails(body []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		encoded, err := json.Marshal(struct {
+		encoded, err := plainjson.Marshal(struct {
 			Type  string `json:"type"`
 			Value string `json:"value"`
 		}{string(d.ProtoReflect().Descriptor().FullName()), base64.RawStdEncoding.EncodeToString(raw)})
@@ -249,5 +279,5 @@ func addConnectErrorDetails(body []byte) ([]byte, error) {
 		}
 		wire.Details = append(wire.Details, encoded)
 	}
-	return json.Marshal(wire)
+	return plainjson.Marshal(wire)
 }

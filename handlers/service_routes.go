@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 	"usersd/handlers/health"
+	"usersd/internal/plainjson"
 	"usersd/users"
 )
 
@@ -113,7 +114,7 @@ func boomREST() http.Handler {
 
 // writeJSON answers with v encoded by encoding/json, for bodies that are not proto messages.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
-	body, err := json.Marshal(v)
+	body, err := plainjson.Marshal(v)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package scim
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"usersd/internal/plainjson"
 	"usersd/users"
 )
 
@@ -85,7 +85,7 @@ func typeOf(err error, status int) string {
 
 // writeJSON answers body as SCIM JSON with status.
 func writeJSON(w http.ResponseWriter, status int, body any) {
-	encoded, err := json.Marshal(body)
+	encoded, err := plainjson.Marshal(body)
 	if err != nil { // the bodies are maps and slices of strings, numbers and booleans
 		http.Error(w, "cannot encode the answer", http.StatusInternalServerError)
 		return

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"usersd/internal/plainjson"
 )
 
 // WithoutOutputOnlyInList is WithoutOutputOnly for the messages that a batch carries: body is a
@@ -66,7 +68,7 @@ func mapMembers(body []byte, fn func(name string, value []byte) ([]byte, bool)) 
 		if !ok {
 			return nil, false
 		}
-		encodedName, _ := json.Marshal(name) // a string always encodes
+		encodedName, _ := plainjson.Marshal(name) // a string always encodes
 		if !first {
 			out = append(out, ',')
 		}
