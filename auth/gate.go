@@ -138,6 +138,10 @@ type Decision struct {
 	// KeyRefused is why an API key was refused, "missing" or "invalid", as usersd's metrics count
 	// it; "" when no key was.
 	KeyRefused string
+	// RefusedCaller names the holder of a valid credential that is refused all the same (for a
+	// scope it does not hold, or its rate spent), for the access log; "" otherwise. A name, never
+	// a secret.
+	RefusedCaller string
 	// Limited says that the limiter decided Rate: a face writes its policy and state on the answer.
 	Limited bool
 	Rate    RateDecision
@@ -188,7 +192,11 @@ func (g *Gate) Decide(ctx context.Context, r Request) Decision {
 			bucket = id.bucket
 		}
 		if d.Rate = g.limiter.take(bucket, r.Now); !d.Rate.Allowed {
-			return g.overRate(d.Rate)
+			refused := g.overRate(d.Rate)
+			if valid {
+				refused.RefusedCaller = id.Name
+			}
+			return refused
 		}
 		d.Limited = true
 	}
@@ -211,7 +219,7 @@ func (g *Gate) Decide(ctx context.Context, r Request) Decision {
 			d.KeyRefused = "invalid"
 		}
 	default:
-		d.Verdict = MissingScope
+		d.Verdict, d.RefusedCaller = MissingScope, id.Name
 		what := "API key named " + id.Name
 		if id.Bearer {
 			what = "bearer token of " + id.Name

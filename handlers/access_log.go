@@ -22,7 +22,7 @@ import (
 // (level DEBUG for a probe) with time, when the answer ended, as slog writes it; "client_request_id" after request_id when
 // the client sent an X-Request-Id that is not the request's id; "trace_id" and "span_id" after
 // those when the request is a span of a trace; and "caller" after the method, the name of the key
-// or the token's subject, when a credential was checked.
+// or the token's subject, when a valid credential was served or refused (for a scope or its rate).
 func appendAccessLine(b []byte, level string, info *requestInfo, span trace.SpanContext, start, end time.Time, r *http.Request, rec *statusRecorder) []byte {
 	if info == nil {
 		info = &requestInfo{}

@@ -104,3 +104,35 @@ func TestProbesAreLoggedAtDebug(t *testing.T) {
 		}
 	}
 }
+
+// TestARefusedCallerIsNamedInTheAccessLine: a valid credential refused all the same, for a scope it
+// does not hold or for its rate, is named in the access line as a served one is, so that an
+// operator can tell who was refused; a credential that is not valid names nobody.
+func TestARefusedCallerIsNamedInTheAccessLine(t *testing.T) {
+	s := startServerWith(t, Config{Keys: scopesTestKeySet(t), RateLimit: 0.01, RateBurst: 1})
+	as := func(key, method string) apitest.Response {
+		return s.Do(t, apitest.HTTP1Client, request{Method: method, Path: "/users", Header: map[string]string{APIKeyHeader: key, "Content-Type": "application/json"}, Body: `{"name":"x"}`})
+	}
+	cases := []struct {
+		key, method string
+		status      int
+		caller      any // nil: no caller in the line
+	}{
+		{scopesReaderKey, "POST", http.StatusForbidden, "dashboard"},      // users.read only
+		{scopesReaderKey, "GET", http.StatusTooManyRequests, "dashboard"}, // its burst of 1 went on the 403
+		{scopesWrongKey, "POST", http.StatusUnauthorized, nil},
+	}
+	for _, c := range cases {
+		res := as(c.key, c.method)
+		if res.Status != c.status {
+			t.Fatalf("%s with %s: %d %s, want %d", c.method, c.key, res.Status, res.Body, c.status)
+		}
+		lines := s.logs.Entries(map[string]any{"msg": "request", "status": float64(c.status)})
+		if len(lines) != 1 {
+			t.Fatalf("%d access lines of the %d, want 1:\n%s", len(lines), c.status, s.logs)
+		}
+		if got := lines[0]["caller"]; got != c.caller {
+			t.Errorf("the access line of the %d names caller %v, want %v", c.status, got, c.caller)
+		}
+	}
+}

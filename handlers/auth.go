@@ -72,6 +72,9 @@ func (a *authorizer) require(need auth.Scopes, publicRead, keyAsBearer bool, nex
 			a.errs.write(w, r, users.NewError(connect.CodeUnavailable, users.ReasonNone, "%s", d.Err))
 			return
 		default:
+			if info != nil {
+				info.caller = d.RefusedCaller // the access line says whom it refused, as it says whom it served
+			}
 			a.refuse(w, r, d)
 			return
 		}
