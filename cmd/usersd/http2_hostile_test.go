@@ -16,10 +16,12 @@ import (
 	"usersd/internal/apitest"
 )
 
-// TestHTTP2ClientThatNeverReadsIsCutOff asks for a large answer on many streams of one connection
-// and never reads. The server must give up on the connection once it has made no write progress for
-// the HTTP/2 write-byte timeout, releasing the streams' goroutines and buffers: before that limit
-// existed, such a connection held them until the client went away, and held up a graceful shutdown.
+// TestHTTP2ClientThatNeverReadsIsCutOff asks for a large answer on many streams of each of ten
+// connections and never reads. The server must give up on every connection once it has made no
+// write progress for the HTTP/2 write-byte timeout, releasing the streams' goroutines and buffers:
+// before that limit existed, such a connection held them until the client went away, and held up a
+// graceful shutdown; and before the write batcher (package coalesce) wrote its queue under the
+// deadline, a connection whose queue stayed small was held as long.
 func TestHTTP2ClientThatNeverReadsIsCutOff(t *testing.T) {
 	const writeByteTimeout = time.Second
 	s := startServerOn(t, t.TempDir()+"/users.db", map[string]string{
@@ -31,45 +33,49 @@ func TestHTTP2ClientThatNeverReadsIsCutOff(t *testing.T) {
 	}
 	before := runtime.NumGoroutine()
 
-	c := apitest.DialRawH2C(t, s.BaseURL, apitest.WideWindow)
-	const streams = 100 // about 100 x 130 KB: more than the socket buffers on both sides hold
-	for range streams {
-		c.Get(t, "/app.js")
+	const conns, streams = 10, 100 // about 100 x 130 KB a connection: more than the socket buffers on both sides hold
+	clients := make([]*apitest.RawH2C, conns)
+	for i := range clients {
+		clients[i] = apitest.DialRawH2C(t, s.BaseURL, apitest.WideWindow)
+		for range streams {
+			clients[i].Get(t, "/app.js")
+		}
 	}
-	// Reading nothing for a while: the server fills the socket and then stops making progress.
+	// Reading nothing for a while: the server fills the sockets and then stops making progress.
 	time.Sleep(4 * writeByteTimeout)
 
-	// Now read what was sent: it must end in the server closing the connection, before every
-	// stream's answer arrived.
-	c.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var received int
-	var ended int
-	for {
-		f, err := c.Framer.ReadFrame()
-		if err != nil {
-			var netErr net.Error
-			if errors.As(err, &netErr) && netErr.Timeout() {
-				t.Fatalf("the connection is still open %s after the client stopped reading (%d bytes and %d of %d answers received)", 4*writeByteTimeout+10*time.Second, received, ended, streams)
+	// Now read what was sent: on every connection it must end in the server closing it, before
+	// every stream's answer arrived.
+	for i, c := range clients {
+		c.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var received, ended int
+		for {
+			f, err := c.Framer.ReadFrame()
+			if err != nil {
+				var netErr net.Error
+				if errors.As(err, &netErr) && netErr.Timeout() {
+					t.Fatalf("connection %d is still open %s after the client stopped reading (%d bytes and %d of %d answers received)", i, 4*writeByteTimeout+10*time.Second, received, ended, streams)
+				}
+				break // EOF or reset: the server closed the connection
 			}
-			break // EOF or reset: the server closed the connection
-		}
-		if d, ok := f.(*http2.DataFrame); ok {
-			received += len(d.Data())
-			if d.StreamEnded() {
-				ended++
+			if d, ok := f.(*http2.DataFrame); ok {
+				received += len(d.Data())
+				if d.StreamEnded() {
+					ended++
+				}
 			}
 		}
-	}
-	if ended == streams || received >= streams*len(page) {
-		t.Fatalf("every answer was delivered (%d bytes, %d streams): the client was never cut off", received, ended)
+		if ended == streams || received >= streams*len(page) {
+			t.Fatalf("connection %d: every answer was delivered (%d bytes, %d streams): the client was never cut off", i, received, ended)
+		}
 	}
 
-	// The streams' handlers are gone with the connection; the HTTP/2 workers that served them
+	// The streams' handlers are gone with the connections; the HTTP/2 workers that served them
 	// (package warmstack) end after two idle seconds.
 	deadline := time.Now().Add(8 * time.Second)
 	for runtime.NumGoroutine() > before+5 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines before the client, %d after the server cut it off", before, runtime.NumGoroutine())
+			t.Fatalf("%d goroutines before the clients, %d after the server cut them off", before, runtime.NumGoroutine())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
