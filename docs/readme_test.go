@@ -84,6 +84,63 @@ func TestTheREADMERunsInOrder(t *testing.T) {
 	}
 	t.Logf("%d of the %d shell blocks of %s ran in order (USERS_README_OUTPUT=FILE keeps what they printed); %d are shown only",
 		len(blocks)-shown, len(blocks), strings.Join(files, ", "), shown)
+	if left := leftInTheCheckout(t, dir); len(left) > 0 {
+		t.Errorf("the examples left files in the checkout that git does not ignore (a release build would say \"modified\", and an image could carry them); write them to a temporary folder:\n%s",
+			strings.Join(left, "\n"))
+	}
+}
+
+// leftInTheCheckout returns the files in the copy dir that are neither tracked nor ignored by the
+// repository's .gitignore: what the examples would leave in a reader's checkout.
+func leftInTheCheckout(t *testing.T, dir string) []string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracked := map[string]bool{".readme-run.sh": true}
+	for _, name := range trackedFiles(t, root) {
+		tracked[name] = true
+	}
+	var added []string
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, path)
+		serverLog, _ := filepath.Match(".server-*.log", rel) // the run's own, as the terminal a reader starts a server in
+		if !tracked[rel] && !serverLog {
+			added = append(added, rel)
+		}
+		return nil
+	})
+	if len(added) == 0 {
+		return nil
+	}
+	check := exec.Command("git", "-C", root, "check-ignore", "--no-index", "--stdin")
+	check.Stdin = strings.NewReader(strings.Join(added, "\n") + "\n")
+	out, _ := check.Output() // exit 1 when none is ignored
+	ignored := map[string]bool{}
+	for name := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		ignored[name] = true
+	}
+	var left []string
+	for _, name := range added {
+		if !ignored[name] {
+			left = append(left, name)
+		}
+	}
+	return left
+}
+
+// trackedFiles lists the files git tracks in root, relative to it.
+func trackedFiles(t *testing.T, root string) []string {
+	t.Helper()
+	files, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
+	if err != nil {
+		proctest.MissingTool(t, "USERS_REQUIRE_GIT", fmt.Sprintf("not a git checkout, or no git (%v): the README's run copies the tracked files", err))
+	}
+	return strings.Split(strings.TrimSuffix(string(files), "\x00"), "\x00")
 }
 
 // docsInOrder is the order in which the guides' examples run, after the README's: each works on
@@ -265,12 +322,8 @@ func freshCopy(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
-	if err != nil {
-		proctest.MissingTool(t, "USERS_REQUIRE_GIT", fmt.Sprintf("not a git checkout, or no git (%v): the README's run copies the tracked files", err))
-	}
 	dir := t.TempDir()
-	for name := range strings.SplitSeq(strings.TrimSuffix(string(files), "\x00"), "\x00") {
+	for _, name := range trackedFiles(t, root) {
 		src, dst := filepath.Join(root, name), filepath.Join(dir, name)
 		info, err := os.Lstat(src)
 		if err != nil {
