@@ -248,6 +248,9 @@ Usage:
   usersd key [-name N] [-scopes S]
                         make a new API key: prints the key once, and the line of the keys file
   usersd backup FILE    write a consistent copy of the SQLite database -db names to FILE, while it serves
+  usersd healthcheck [-addr A]
+                        exit 0 when the server at A (default: USERS_ADDR, or :8080) is ready
+                        (GET /readyz), 1 otherwise: for a container's HEALTHCHECK
   usersd help           print this help (as -h does)
 
 Every flag may be set by the environment variable named beside it; a flag wins over its variable.

@@ -43,6 +43,9 @@ func TestTheContainerImageRecipe(t *testing.T) {
 	if user == nil || strings.HasPrefix(user[1], "root") || strings.HasPrefix(user[1], "0") {
 		t.Fatalf("USER %v; want a user without privileges", user)
 	}
+	if !strings.Contains(text, `HEALTHCHECK `) || !strings.Contains(text, `CMD ["/usersd", "healthcheck"]`) {
+		t.Fatal("no HEALTHCHECK that runs usersd healthcheck: the base has nothing else to write one with")
+	}
 	build := regexp.MustCompile(`(?m)^RUN (CGO_ENABLED=0 go build .*-trimpath.*) -o \S+ (\./cmd/usersd)`).FindStringSubmatch(text)
 	if build == nil || !strings.Contains(text, `ENTRYPOINT ["/usersd"]`) {
 		t.Fatal("no static, path-free build of ./cmd/usersd as the entry point")

@@ -44,6 +44,9 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, lookupEnv f
 	if len(args) > 0 && args[0] == "help" {
 		args = []string{"-h"} // the word people try first, as with go help
 	}
+	if len(args) > 0 && args[0] == "healthcheck" {
+		return runHealthcheck(ctx, args[1:], getenv, stdout)
+	}
 	if len(args) > 0 && args[0] == "key" {
 		return runKey(args[1:], stdout)
 	}

@@ -1,0 +1,63 @@
+// usersd healthcheck: asks a running usersd whether it is ready, for a container's HEALTHCHECK. The
+// image has no shell and no curl (a distroless base), so the binary asks itself.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// runHealthcheck asks GET /readyz of the server at -addr (by default the address the server itself
+// takes from USERS_ADDR, on loopback when it names no host) and returns nil only for a 200.
+func runHealthcheck(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("usersd healthcheck", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	defaultAddr := getenv("USERS_ADDR")
+	if defaultAddr == "" {
+		defaultAddr = ":8080"
+	}
+	addr := fs.String("addr", defaultAddr, "the address the server listens on (env USERS_ADDR)")
+	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, "Usage: usersd healthcheck [-addr ADDR] [-timeout 3s]\n\nExits 0 when the server at ADDR answers GET /readyz with 200 (ready to serve), 1 otherwise.\n\nFlags:")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("usersd healthcheck: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("usersd healthcheck: unexpected arguments %q", fs.Args())
+	}
+	host, port, err := net.SplitHostPort(*addr)
+	if err != nil {
+		return fmt.Errorf("usersd healthcheck: -addr %q: %w", *addr, err)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1" // a server on every interface answers on loopback
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	url := "http://" + net.JoinHostPort(host, port) + "/readyz"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("usersd healthcheck: %w", err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("usersd healthcheck: %w", err)
+	}
+	defer res.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("usersd healthcheck: %s answered %s: not ready", url, res.Status)
+	}
+	fmt.Fprintln(stdout, "ready")
+	return nil
+}
