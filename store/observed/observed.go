@@ -5,6 +5,7 @@ package observed
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,11 +91,15 @@ func isFault(kind string) bool { return kind == "unavailable" || kind == "other"
 // forwards every method by hand, so that a method added to store.Store fails to compile here
 // until it is observed too.
 type Store struct {
-	next      store.Store
-	durations [operationCount]prometheus.Observer // one per operation, so a call looks up no labels
-	errors    *prometheus.CounterVec
-	tracer    trace.Tracer // nil: no spans
-	backend   attribute.KeyValue
+	next store.Store
+	// durations holds each operation's series once it has been called, so that a call looks up no
+	// labels, and an operation never called (most of them, on an idle server) shows no series: a
+	// scrape of a fresh server is not hundreds of empty buckets.
+	durations    [operationCount]atomic.Pointer[prometheus.Observer]
+	durationsVec *prometheus.HistogramVec
+	errors       *prometheus.CounterVec
+	tracer       trace.Tracer // nil: no spans
+	backend      attribute.KeyValue
 }
 
 var _ store.Store = (*Store)(nil)
@@ -126,9 +131,7 @@ func New(next store.Store, opts Options) (*Store, error) {
 			}
 		}
 	}
-	for op := range operationCount {
-		s.durations[op] = durations.WithLabelValues(operationNames[op])
-	}
+	s.durationsVec = durations
 	if opts.Tracing != nil {
 		s.tracer = opts.Tracing.Tracer("usersd/store")
 	}
@@ -153,9 +156,20 @@ func (s *Store) begin(ctx context.Context, op operation) (context.Context, call)
 	return ctx, c
 }
 
+// durationOf returns the series of op's durations, made on its first call. Two first calls may both
+// make it: the vector gives both the same series.
+func (s *Store) durationOf(op operation) prometheus.Observer {
+	if o := s.durations[op].Load(); o != nil {
+		return *o
+	}
+	o := s.durationsVec.WithLabelValues(operationNames[op])
+	s.durations[op].Store(&o)
+	return o
+}
+
 // end records how a call ended.
 func (s *Store) end(c call, err error) {
-	s.durations[c.op].Observe(time.Since(c.start).Seconds())
+	s.durationOf(c.op).Observe(time.Since(c.start).Seconds())
 	if err == nil {
 		if c.span != nil {
 			c.span.End()

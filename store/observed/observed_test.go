@@ -49,6 +49,10 @@ func TestEveryCallIsTimedAndEveryErrorCountedByKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// An operation shows a series once it has been called: a fresh store shows none.
+	if n, err := testutil.GatherAndCount(registry, "usersd_store_operation_duration_seconds"); err != nil || n != 0 {
+		t.Fatalf("a store never called shows %d duration series (%v), want none", n, err)
+	}
 	u, err := s.CreateUser(ctx, store.NewUser{Name: "ada"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +86,9 @@ usersd_store_errors_total{kind="version_mismatch",operation="UpdateUser"} 1
 		if got := histogramCount(t, registry, "usersd_store_operation_duration_seconds", operation); got != calls {
 			t.Errorf("%s timed %d times, want %d", operation, got, calls)
 		}
+	}
+	if n, err := testutil.GatherAndCount(registry, "usersd_store_operation_duration_seconds"); err != nil || n != 4 {
+		t.Errorf("%d duration series after calls of 4 operations (%v), want 4", n, err)
 	}
 }
 
