@@ -38,6 +38,10 @@ func openWhenReady(ctx context.Context, dsn string, opts []sqlstore.Option, wait
 			logger.Info("database ready", "attempts", attempt, "waited", time.Since(start).Round(time.Millisecond).String())
 			return st, nil
 		}
+		if errors.Is(err, sqlstore.ErrStartupParameterRefused) {
+			return nil, fmt.Errorf("%w. This is a pooler in transaction mode: set -db-direct (USERS_DB_DIRECT) to a URL of the same database on PostgreSQL itself, "+
+				"which then takes the session limits, the migrations and LISTEN (docs/POSTGRESQL.md, Through a pooler)", err)
+		}
 		if !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
 			return nil, err
 		}

@@ -78,3 +78,18 @@ func TestStartingGivesUpOnWhatWaitingWillNotMend(t *testing.T) {
 		})
 	}
 }
+
+// TestStartingThroughAPoolerWithoutDbDirectStopsAtOnce: -db naming PgBouncer without -db-direct is
+// refused by the pooler at every connection (usersd's session limits are startup parameters it does
+// not know). The start ends at once, in one line that says to set -db-direct, instead of waiting out
+// -db-wait as if the database were down.
+func TestStartingThroughAPoolerWithoutDbDirectStopsAtOnce(t *testing.T) {
+	bouncer := storetest.StartPgBouncer(t)
+	pooled, _ := bouncer.Database(t)
+	start := time.Now()
+	_, stderr, code := runBinary(t, []string{"USERS_API_KEYS=" + apitest.Key}, "-db", pooled, "-db-wait", "1m", "-addr", "127.0.0.1:0")
+	took := time.Since(start)
+	if code != 1 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "set -db-direct") || took > 30*time.Second {
+		t.Fatalf("exit %d after %v, stderr %q; want exit 1 at once, one line saying to set -db-direct", code, took, stderr)
+	}
+}

@@ -104,6 +104,9 @@ func openPostgres(ctx context.Context, dsn string, pooled bool, conns *pgConns) 
 	defer cancel()
 	if err := db.PingContext(pingCtx); err != nil {
 		db.Close()
+		if startupParameterRefused(err) {
+			return nil, fmt.Errorf("connect to PostgreSQL: %w: %w", ErrStartupParameterRefused, err)
+		}
 		if postgresUnavailable(err) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			// Not yet, perhaps: the server is down or starting. A caller may wait and try again.
 			return nil, fmt.Errorf("connect to PostgreSQL: %w: %w", store.ErrUnavailable, err)
@@ -133,10 +136,25 @@ func newPostgresPool(dsn string, pooled bool, conns *pgConns) (*sql.DB, *pgx.Con
 	return db, config, nil
 }
 
+// ErrStartupParameterRefused is a connection refused for a session parameter sent at its start:
+// what PgBouncer answers the session limits usersd sends on a direct connection. No retry mends it;
+// the store must be told that it goes through a pooler (WithDirect).
+var ErrStartupParameterRefused = errors.New("the server refused a startup parameter, as a pooler (PgBouncer) does")
+
+// startupParameterRefused reports PgBouncer's refusal of a startup parameter it does not know
+// ("unsupported startup parameter: statement_timeout"). It is a protocol violation (08P01), a
+// class that otherwise means a connection that failed and may work again.
+func startupParameterRefused(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "08P01" && strings.Contains(pgErr.Message, "unsupported startup parameter")
+}
+
 // postgresUnavailable reports whether err is a failure to reach the server (refused, reset, or the
 // server shutting down or out of connections), as opposed to an error in the statement.
 func postgresUnavailable(err error) bool {
 	switch code := postgresCode(err); {
+	case startupParameterRefused(err): // the same at every try
+		return false
 	case strings.HasPrefix(code, "08"): // connection exception
 		return true
 	case code == "57P01", code == "57P02", code == "57P03": // shutdown by admin, crash, cannot connect now

@@ -134,3 +134,21 @@ func TestPostgresSessionTimeoutsAreUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresThroughAPoolerWithoutDirectIsRefusedAtOnce: opened on PgBouncer's URL without
+// WithDirect, the store sends its session limits at connection, which PgBouncer refuses. No retry
+// mends that: the error says so (ErrStartupParameterRefused) and is not ErrUnavailable, which a
+// caller waits out.
+func TestPostgresThroughAPoolerWithoutDirectIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	bouncer := storetest.StartPgBouncer(t)
+	pooled, _ := bouncer.Database(t)
+	st, err := sqlstore.Open(t.Context(), pooled)
+	if err == nil {
+		st.Close()
+		t.Fatal("a store opened through PgBouncer without WithDirect")
+	}
+	if !errors.Is(err, sqlstore.ErrStartupParameterRefused) || errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("opened through PgBouncer without WithDirect: %v; want ErrStartupParameterRefused, not unavailable", err)
+	}
+}
