@@ -78,6 +78,8 @@ func TestAMistakeIsOneLine(t *testing.T) {
 		{"a flag without its value", nil, []string{"-addr"}, "flag needs an argument: -addr"},
 		{"a bad variable", []string{"USERS_REQUEST_TIMEOUT=soon"}, nil, "USERS_REQUEST_TIMEOUT"},
 		{"arguments after the flags", nil, []string{"-db", ":memory:", "serve"}, "unexpected arguments"},
+		{"a certificate without its key", nil, []string{"-db", ":memory:", "-tls-cert", "cert.pem"}, "-tls-cert and -tls-key go together"},
+		{"a certificate that is not there", nil, []string{"-db", ":memory:", "-tls-cert", "/no/such/cert.pem", "-tls-key", "/no/such/key.pem"}, "TLS: stat /no/such/cert.pem"},
 		{"keys that are only separators", []string{"USERS_API_KEYS= , "}, []string{"-db", ":memory:"}, "USERS_API_KEYS is set but holds no key"},
 		{"a short key", []string{"USERS_API_KEYS=dev-key"}, []string{"-db", ":memory:"}, "key 1 of 1 has 7 characters; a key needs at least 16"},
 		{"a short key in the file", nil, []string{"-db", ":memory:", "-api-keys-file", keysFile}, "line 2: the key has 5 characters"},

@@ -24,7 +24,10 @@ import (
 
 type config struct {
 	addr string
-	db   string
+	// tlsCert and tlsKey are the PEM files of the certificate served over TLS on addr, read again
+	// when they change (package certfile); both "" serve plain HTTP/1.1 and h2c.
+	tlsCert, tlsKey string
+	db              string
 	// dbDirect is a URL of -db's database that bypasses the pooler -db goes through; "" when -db
 	// is direct itself (sqlstore.WithDirect).
 	dbDirect string
@@ -160,6 +163,8 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	var corsOrigins, dbRead string
 	l := &cfg.limits
 	s.string(&cfg.addr, "addr", "USERS_ADDR", ":8080", "TCP address to listen on")
+	s.string(&cfg.tlsCert, "tls-cert", "USERS_TLS_CERT", "", "PEM `file` of the TLS certificate (its chain after it) to serve HTTPS on -addr, HTTP/2 and HTTP/1.1 by ALPN; read again when it changes; empty serves plain HTTP/1.1 and h2c")
+	s.string(&cfg.tlsKey, "tls-key", "USERS_TLS_KEY", "", "PEM `file` of the private key of -tls-cert")
 	s.string(&cfg.db, "db", "USERS_DB", "data/users.db", "SQLite file path, :memory:, or a postgres:// URL")
 	s.string(&cfg.dbDirect, "db-direct", "USERS_DB_DIRECT", "", "with -db through a pooler in transaction mode (PgBouncer): a postgres:// URL of the same database that bypasses it, for the migrations and LISTEN")
 	s.string(&dbRead, "db-read", "USERS_DB_READ", "", "postgres:// URLs of streaming standbys of -db that may serve reads, separated by spaces")
@@ -274,6 +279,9 @@ Environment only:
 func (cfg config) check() error {
 	l := cfg.limits
 	var errs []error
+	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
+		errs = append(errs, errors.New("-tls-cert and -tls-key go together: give both, or neither for plain HTTP"))
+	}
 	for _, c := range []struct {
 		name  string
 		value int64

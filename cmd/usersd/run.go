@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"usersd/auth"
+	"usersd/certfile"
 	"usersd/coalesce"
 	"usersd/handlers"
 	"usersd/store"
@@ -75,6 +77,14 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, lookupEnv f
 	logs := newLogOutput(stdout)
 	defer logs.Flush() // the access log's last batch, once everything else is done
 	logger := slog.New(slog.NewJSONHandler(logs.Now(), &slog.HandlerOptions{Level: cfg.logLevel}))
+	// The certificate is read before anything listens, and a start without it is a mistake of
+	// the settings: one line, as the others before the log starts.
+	var certs *certfile.Reloader
+	if cfg.tlsCert != "" {
+		if certs, err = certfile.New(cfg.tlsCert, cfg.tlsKey, logger); err != nil {
+			return err
+		}
+	}
 	// What ends the process is its last log line too, as JSON like the rest, for whatever collects
 	// the log; main also prints it on stderr, for whoever started the process.
 	defer func() {
@@ -94,7 +104,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, lookupEnv f
 	// probes (starting.go); otherwise the server listens once the service is ready.
 	var early *startedEarly
 	st, err := openWhenReady(ctx, cfg.db, storeOptions, cfg.dbWait, logger, func() (err error) {
-		early, err = startEarly(cfg, keys.Len(), logger)
+		early, err = startEarly(cfg, certs, keys.Len(), logger)
 		return err
 	})
 	if err != nil && early != nil {
@@ -177,7 +187,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, lookupEnv f
 	if early != nil {
 		srv, served = early.srv, early.served
 	} else {
-		srv = newServer(serving, cfg.limits, logger)
+		srv = newServer(serving, cfg.limits, certs, logger)
 	}
 	// Watches never end by themselves: Shutdown would wait for them until the grace ran out.
 	srv.RegisterOnShutdown(service.EndWatches)
@@ -198,7 +208,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, lookupEnv f
 		}
 		logger.Info("listening", listeningAttrs(cfg, listener.Addr(), st.System(), keys.Len())...)
 		served = make(chan error, 1)
-		go func() { served <- srv.Serve(coalesce.Listener(listener)) }()
+		go func() { served <- serve(srv, listener) }()
 	}
 
 	go sweepExpired(background, observedStore, sweepInterval, logger) // observed: its calls are timed too
@@ -256,7 +266,7 @@ func accessLog(logs *logOutput, level slog.Level) io.Writer {
 
 // listeningAttrs are the attributes of the "listening" line: where, and on which database.
 func listeningAttrs(cfg config, addr net.Addr, backend string, keys int) []any {
-	attrs := []any{"addr", addr.String(), "backend", backend, "db", redactDSN(cfg.db), "api_keys", keys}
+	attrs := []any{"addr", addr.String(), "tls", cfg.tlsCert != "", "backend", backend, "db", redactDSN(cfg.db), "api_keys", keys}
 	if cfg.dbDirect != "" {
 		attrs = append(attrs, "db_direct", redactDSN(cfg.dbDirect))
 	}
@@ -270,6 +280,16 @@ func listeningAttrs(cfg config, addr net.Addr, backend string, keys int) []any {
 	return attrs
 }
 
+// serve serves srv on listener until it stops: over TLS when srv has a TLS configuration (ServeTLS
+// adds the ALPN names of HTTP/2 and HTTP/1.1), else HTTP/1.1 and h2c. Under TLS the write batcher
+// sees encrypted records, in which no HTTP/2 preface shows, and passes writes straight through.
+func serve(srv *http.Server, listener net.Listener) error {
+	if srv.TLSConfig != nil {
+		return srv.ServeTLS(coalesce.Listener(listener), "", "")
+	}
+	return srv.Serve(coalesce.Listener(listener))
+}
+
 // startedEarly is the server of a process that listens before its database answers: it serves
 // handlers.Starting until the service is ready.
 type startedEarly struct {
@@ -279,14 +299,14 @@ type startedEarly struct {
 }
 
 // startEarly listens and serves handlers.Starting, and logs "listening" with ready false.
-func startEarly(cfg config, keys int, logger *slog.Logger) (*startedEarly, error) {
+func startEarly(cfg config, certs *certfile.Reloader, keys int, logger *slog.Logger) (*startedEarly, error) {
 	listener, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return nil, err
 	}
 	e := &startedEarly{handler: newHandlerSwitch(handlers.Starting()), served: make(chan error, 1)}
-	e.srv = newServer(e.handler, cfg.limits, logger)
-	go func() { e.served <- e.srv.Serve(coalesce.Listener(listener)) }()
+	e.srv = newServer(e.handler, cfg.limits, certs, logger)
+	go func() { e.served <- serve(e.srv, listener) }()
 	logger.Info("listening", append(listeningAttrs(cfg, listener.Addr(), "postgresql", keys), "ready", false)...)
 	return e, nil
 }
@@ -316,11 +336,18 @@ func redactDSN(dsn string) string {
 
 // newServer returns the one server: HTTP/1.1 and unencrypted HTTP/2 (h2c with prior knowledge) on the
 // same port, so gRPC needs no TLS and no second listener.
-func newServer(handler http.Handler, limits serverLimits, logger *slog.Logger) *http.Server {
+func newServer(handler http.Handler, limits serverLimits, certs *certfile.Reloader, logger *slog.Logger) *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
+	var tlsConfig *tls.Config
+	if certs != nil {
+		protocols.SetHTTP2(true)
+		// TLS 1.2 at least; Go's defaults choose the suites and curves.
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate}
+	}
 	return &http.Server{
+		TLSConfig:         tlsConfig,
 		Handler:           handler,
 		ConnContext:       handlers.ConnContext,
 		Protocols:         &protocols,
