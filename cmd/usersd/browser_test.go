@@ -34,7 +34,8 @@ func chromePath(t *testing.T) string {
 }
 
 // newBrowser starts headless Chromium for the test and returns a tab's context; both end with it.
-func newBrowser(t *testing.T) context.Context {
+// extra are more of Chromium's options.
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromePath(t)),
@@ -46,6 +47,7 @@ func newBrowser(t *testing.T) context.Context {
 		chromedp.NoFirstRun,
 		chromedp.WindowSize(1280, 860),
 	)
+	opts = append(opts, extra...)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	tab, cancelTab := chromedp.NewContext(allocCtx)
 	ctx, cancelTimeout := context.WithTimeout(tab, 90*time.Second)

@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/chromedp/chromedp"
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
@@ -120,5 +126,43 @@ func TestTLSServesEveryProtocolAndTakesARenewal(t *testing.T) {
 	}
 	if stdout, stderr, code := runBinary(t, []string{"USERS_TLS_CERT=" + certFile}, "healthcheck", "-addr", addr); code != 0 {
 		t.Errorf("usersd healthcheck of the TLS server: exit %d, %s %s", code, stdout, stderr)
+	}
+}
+
+// TestTheBrowserPageWorksOverTLS: the page, loaded over HTTPS from a server with its own TLS, lists
+// the users through connect-web on the same origin. Chromium trusts the test's certificate by the
+// hash of its public key (its option for tests), since the test CA is in no system store.
+func TestTheBrowserPageWorksOverTLS(t *testing.T) {
+	ca := testca.New(t)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	ca.Issue(t, certFile, keyFile)
+	pemBytes, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(pemBytes)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	ctx := newBrowser(t, chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])))
+
+	p := proctest.Start(t, []string{"USERS_TLS_CERT=" + certFile, "USERS_TLS_KEY=" + keyFile}, filepath.Join(t.TempDir(), "users.db"))
+	base := "https://" + strings.TrimPrefix(p.Server.BaseURL, "http://")
+	client := usersv1connect.NewUsersClient(tlsClient(ca, true), base)
+	withKey, call := connect.NewClientContext(t.Context())
+	call.RequestHeader().Set("x-api-key", apitest.Key)
+	for _, name := range []string{"Ada", "Barbara", "Claude"} {
+		if _, err := client.CreateUser(withKey, &usersv1.CreateUserRequest{User: &usersv1.User{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page := browserPage{t: t, ctx: ctx}
+	page.do("open the page over HTTPS", chromedp.Navigate(base+"/"))
+	page.waitFor("the users, read over HTTPS", `document.querySelectorAll("#user-rows tr[data-user-id]").length === 3 && location.protocol === "https:"`)
+	if names := page.names(); strings.Join(names, ",") != "Ada,Barbara,Claude" {
+		t.Fatalf("the page lists %v", names)
 	}
 }
