@@ -61,6 +61,11 @@ type standby struct {
 	// freshAsOf is the newest time at which everything the primary had written is known replayed
 	// here: the standby's data is at least as new as the primary's was then.
 	freshAsOf time.Time
+	// passedOverSince is when the run of probes that failed began, and failedProbes how many it
+	// holds: the run is logged when it begins and when it ends, not at every probe (a promoted
+	// standby fails every probe for as long as -db-read names it).
+	passedOverSince time.Time
+	failedProbes    int
 }
 
 // state returns what the prober last found.
@@ -272,12 +277,22 @@ func (r *standbys) probeStandby(ctx context.Context, sb *standby) {
 	wasUp := sb.up
 	sb.up = err == nil
 	if err != nil {
-		if wasUp && ctx.Err() == nil || errors.Is(err, errNotStandby) {
-			r.logger.Warn("read standby passed over", "standby", sb.name, "error", err)
+		if ctx.Err() != nil {
+			return // the store closes: not the standby's doing
 		}
+		if sb.passedOverSince.IsZero() {
+			sb.passedOverSince = r.now()
+			r.logger.Warn("read standby passed over: the primary serves its reads until it answers as a standby again",
+				"standby", sb.name, "error", err)
+		}
+		sb.failedProbes++
 		return
 	}
-	if !wasUp {
+	if !sb.passedOverSince.IsZero() {
+		r.logger.Info("read standby answers", "standby", sb.name,
+			"passed_over_for", r.now().Sub(sb.passedOverSince).Round(time.Millisecond).String(), "failed_probes", sb.failedProbes)
+		sb.passedOverSince, sb.failedProbes = time.Time{}, 0
+	} else if !wasUp {
 		r.logger.Info("read standby answers", "standby", sb.name)
 	}
 	sb.replayed = replayed

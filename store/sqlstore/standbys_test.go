@@ -3,7 +3,10 @@ package sqlstore_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,4 +197,46 @@ func TestReadStandbysArePostgresOnly(t *testing.T) {
 	if err == nil || errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("SQLite with read standbys: %v; want a refusal", err)
 	}
+}
+
+// TestAStandbyPassedOverIsLoggedOnceARun: a standby that fails probe after probe is logged when the
+// run begins and when it ends, with how long and how many probes it lasted, never at every probe
+// (every 200 ms). A promoted standby (here the primary, named as a standby, which is not in
+// recovery) fails every probe for as long as it is named: that once flooded the log.
+func TestAStandbyPassedOverIsLoggedOnceARun(t *testing.T) {
+	t.Parallel() // a store of its own: see open in sqlite_test.go
+	t.Run("a primary named as a standby", func(t *testing.T) {
+		dsn := storetest.PostgresSchema(t)
+		var logs lockedBuffer
+		s := open(t, dsn, sqlstore.WithReadStandbys([]string{dsn}, time.Second), sqlstore.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+		defer s.Close()
+		time.Sleep(10 * 200 * time.Millisecond) // ten probes
+		if n := strings.Count(logs.String(), `"msg":"read standby passed over`); n != 1 {
+			t.Fatalf("%d lines of a standby passed over in ten probes, want 1:\n%s", n, logs.String())
+		}
+	})
+	t.Run("a standby stopped and started", func(t *testing.T) {
+		c := storetest.StartCluster(t)
+		var logs lockedBuffer
+		s := open(t, c.Primary.URL(), sqlstore.WithReadStandbys([]string{c.Async.URL()}, time.Second), sqlstore.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+		defer s.Close()
+		c.Async.Stop(t)
+		time.Sleep(10 * 200 * time.Millisecond)
+		c.Async.Start(t)
+		// Wait for the line of its answering again (not that of its first answer, at the open); the
+		// deadline is a hang detector: the next probe finds it back.
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(logs.String(), `"failed_probes"`) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no line of the standby answering again 30 s after it started:\n%s", logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if n := strings.Count(logs.String(), `"msg":"read standby passed over`); n != 1 {
+			t.Errorf("%d lines of the standby passed over, want 1:\n%s", n, logs.String())
+		}
+		if !regexp.MustCompile(`"msg":"read standby answers".*"failed_probes":([5-9]|\d\d+)`).MatchString(logs.String()) {
+			t.Errorf("the line of the standby answering again does not count the probes it failed (5 or more):\n%s", logs.String())
+		}
+	})
 }
