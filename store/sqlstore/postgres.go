@@ -165,6 +165,8 @@ func postgresUnavailable(err error) bool {
 		return true
 	case code == "25P03": // the server ended a session idle in its transaction
 		return true
+	case code == "25006": // read-only: a primary restarting as a standby, or a pooler not yet moved to the new one
+		return true
 	case postgresDeadlock(err): // with another transaction, which a retry does not meet again
 		return true
 	case code != "":

@@ -152,3 +152,31 @@ func TestPostgresThroughAPoolerWithoutDirectIsRefusedAtOnce(t *testing.T) {
 		t.Fatalf("opened through PgBouncer without WithDirect: %v; want ErrStartupParameterRefused, not unavailable", err)
 	}
 }
+
+// TestPostgresAReadOnlyServerIsUnavailable: a write that reaches a server that only reads (SQLSTATE
+// 25006: a primary that Patroni restarts as a standby, or a pooler that still points at the old
+// primary after a failover) is unavailable, which a caller may retry once the primary is back, not
+// a fault of the service; an idempotency key's release that meets it is retried.
+func TestPostgresAReadOnlyServerIsUnavailable(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresSchema(t)
+	writable := open(t, dsn)
+	defer writable.Close()
+	// The migrations run on the direct URL, which writes; the requests' pool only reads.
+	readOnly := open(t, storetest.WithURLParam(t, dsn, "default_transaction_read_only", "on"), sqlstore.WithDirect(dsn))
+	defer readOnly.Close()
+	if _, err := readOnly.CreateUser(t.Context(), store.NewUser{Name: "nowhere"}, nil); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("a create on a read-only server: %v, want unavailable", err)
+	}
+	key := store.RequestKey{Caller: "importer", Key: "read-only-release"}
+	r, _, err := writable.BeginRequest(t.Context(), key, []byte("hash"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := readOnly.AbandonRequest(t.Context(), r); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("an idempotency key's release on a read-only server: %v, want unavailable (retried)", err)
+	}
+	if err := writable.AbandonRequest(t.Context(), r); err != nil {
+		t.Fatalf("the release, retried where writes work: %v", err)
+	}
+}
