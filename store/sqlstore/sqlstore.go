@@ -29,6 +29,8 @@ type Store struct {
 	// pinger is a pool of one connection of its own for Ping, so that a health check never waits
 	// behind the requests' queries for a connection: a busy store is not an unhealthy one.
 	pinger *sql.DB
+	// writes tells Ping whether a write commits, on PostgreSQL (writeprobe.go).
+	writes writeProbe
 	// pgConns keeps the connections of the PostgreSQL pools, for Close to wait until each has
 	// finished closing (see pgConns).
 	pgConns *pgConns
@@ -227,8 +229,9 @@ func (s *Store) Position(ctx context.Context) (_ store.Position, err error) {
 	return primaryPosition(ctx, s.writer)
 }
 
-// Ping reports whether the database answers and takes writes, and on SQLite whether its file is
-// still the one open.
+// Ping reports whether the database answers and takes writes: on PostgreSQL that it is no standby
+// and that a write commits (probed at most once a second, writeprobe.go); on SQLite that its file
+// is still the one open.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.file.check(); err != nil {
 		return err
@@ -248,7 +251,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	if standby {
 		return fmt.Errorf("%w: the database server is a standby and takes no writes", store.ErrUnavailable)
 	}
-	return nil
+	return s.writes.check(s.pinger)
 }
 
 // classify marks an error that means the database cannot be reached right now with
