@@ -57,25 +57,30 @@ const (
 
 // conn is a net.Conn whose writes, once it is known to speak HTTP/2, are queued and written by a
 // flusher goroutine. Write returns once the bytes are queued; an error of the flusher's write is
-// returned by every later Write. The write deadline holds for queued bytes as well: the flusher
-// writes a batch under the deadline that was in force when its last bytes were queued, and a writer
-// waiting for room gives up when the deadline passes. net/http's HTTP/2 server sets a deadline before
-// each write and clears it after; the bytes are still queued when it is cleared, so the deadline of
-// the underlying connection is the flusher's to set, once a batch and only when it changed.
+// returned by every later Write.
+//
+// The write deadline holds for queued bytes too, as net/http means it. Its HTTP/2 server sets a
+// deadline of now plus its write-byte timeout before each write and clears it after, so that a
+// connection is cut off once no byte has gone out for that long; the bytes are still queued when it
+// is cleared. So a write queues the time it allowed (its window), and the flusher writes the batch
+// with a deadline of now plus the window, set again after each write that made some progress: a
+// client that reads slowly keeps its connection, one that reads nothing loses it. A writer waiting
+// for room gives up at the deadline itself.
 type conn struct {
 	net.Conn
 	state   atomic.Int32
 	matched int // bytes of the preface read so far; only the reading goroutine touches it
 
-	mu              sync.Mutex
-	changed         *sync.Cond // pending grew or emptied, the flusher stopped, or the connection closed
-	pending         *[]byte    // queued, not yet handed to the flusher; nil when nothing is queued
-	pendingDeadline time.Time  // the write deadline in force at the last write queued in pending
-	flushing        bool       // the flusher goroutine runs
-	err             error      // the first write error; sticky
-	closed          bool
-	deadline        time.Time // the write deadline, as last set
-	applied         time.Time // the write deadline of the underlying connection
+	mu            sync.Mutex
+	changed       *sync.Cond    // pending grew or emptied, the flusher stopped, or the connection closed
+	pending       *[]byte       // queued, not yet handed to the flusher; nil when nothing is queued
+	pendingWindow time.Duration // the window of the last write queued in pending; 0: no deadline
+	flushing      bool          // the flusher goroutine runs
+	err           error         // the first write error; sticky
+	closed        bool
+	closeBy       time.Time // once closed: when what is pending stops being written
+	deadline      time.Time // the write deadline, as last set
+	applied       time.Time // the write deadline of the underlying connection
 }
 
 // NetConn returns the connection that c batches the writes of.
@@ -127,7 +132,10 @@ func (c *conn) Write(p []byte) (int, error) {
 			fallthrough
 		case len(*c.pending) == 0 || len(*c.pending)+len(p) <= maxPending:
 			*c.pending = append(*c.pending, p...)
-			c.pendingDeadline = c.deadline
+			c.pendingWindow = 0
+			if !c.deadline.IsZero() {
+				c.pendingWindow = max(time.Until(c.deadline), time.Millisecond) // one already past fails at once
+			}
 			if !c.flushing {
 				c.flushing = true
 				go c.flush()
@@ -150,17 +158,10 @@ func (c *conn) flush() {
 		c.mu.Unlock()
 		runtime.Gosched()
 		c.mu.Lock()
-		batch := c.pending
+		batch, window := c.pending, c.pendingWindow
 		c.pending = nil
-		if c.closed {
-			c.pendingDeadline = c.deadline // Close's drain limit
-		}
-		if !c.pendingDeadline.Equal(c.applied) {
-			c.Conn.SetWriteDeadline(c.pendingDeadline)
-			c.applied = c.pendingDeadline
-		}
 		c.mu.Unlock()
-		_, err := c.Conn.Write(*batch)
+		err := c.write(*batch, window)
 		putBuffer(batch)
 		c.mu.Lock()
 		if err != nil && c.err == nil {
@@ -174,6 +175,32 @@ func (c *conn) flush() {
 	}
 	c.flushing = false
 	c.changed.Broadcast()
+}
+
+// write writes b under a deadline of now plus window (none for 0), set again after each write that
+// made progress, as net/http's write-byte timeout does; and once the connection is closed, under
+// its drain limit at the latest.
+func (c *conn) write(b []byte, window time.Duration) error {
+	for {
+		c.mu.Lock()
+		var deadline time.Time
+		if window > 0 {
+			deadline = time.Now().Add(window)
+		}
+		if c.closed && (deadline.IsZero() || c.closeBy.Before(deadline)) {
+			deadline = c.closeBy
+		}
+		if !deadline.Equal(c.applied) {
+			c.Conn.SetWriteDeadline(deadline)
+			c.applied = deadline
+		}
+		c.mu.Unlock()
+		n, err := c.Conn.Write(b)
+		b = b[n:]
+		if err == nil || n == 0 || !errors.Is(err, os.ErrDeadlineExceeded) || len(b) == 0 {
+			return err
+		}
+	}
 }
 
 // waitForChange waits, with c.mu held, until the flusher or Close signals, or the write deadline
@@ -190,7 +217,8 @@ func (c *conn) waitForChange() {
 	c.changed.Wait()
 }
 
-// waitFlushed waits until the flusher has stopped, or the write deadline passes.
+// waitFlushed waits until the flusher has stopped, or the write deadline passes (once closed, the
+// drain limit).
 func (c *conn) waitFlushed() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -203,11 +231,14 @@ func (c *conn) waitFlushed() error {
 	return c.err
 }
 
-// SetWriteDeadline applies to the bytes written after it, and to writers waiting for room. Once
-// writes are queued, the flusher sets it on the underlying connection with the batch it applies to.
+// SetWriteDeadline applies to the bytes written after it (see conn), and to writers waiting for
+// room. Once the connection is closed, only its drain limit holds.
 func (c *conn) SetWriteDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
 	c.deadline = t
 	if c.state.Load() != batched {
 		c.applied = t
@@ -232,12 +263,14 @@ func (c *conn) Close() error {
 		return net.ErrClosed
 	}
 	c.closed = true
+	c.closeBy = time.Now().Add(closeDrainLimit)
 	flushing := c.flushing
 	if flushing {
-		// The drain limit holds for the write under way as well as for the batches after it.
-		c.deadline = time.Now().Add(closeDrainLimit)
-		c.applied = c.deadline
-		c.Conn.SetWriteDeadline(c.deadline)
+		// The drain limit holds for the write under way as well as for the batches after it, and
+		// for the wait below: SetWriteDeadline changes neither from now on.
+		c.deadline = c.closeBy
+		c.applied = c.closeBy
+		c.Conn.SetWriteDeadline(c.closeBy)
 		c.changed.Broadcast()
 	}
 	c.mu.Unlock()

@@ -273,3 +273,57 @@ func TestAWriteByteTimeoutHoldsForQueuedBytes(t *testing.T) {
 	}
 	t.Logf("a write timeout of %s cut the connection off after %s", timeout, time.Since(start).Round(time.Millisecond))
 }
+
+// TestASlowReaderWithinTheWriteByteTimeoutIsKept: the write-byte timeout cuts a client off after
+// that long without a byte going out, not after that long for a whole batch: a client that reads
+// slowly but steadily gets everything, however long the batch takes.
+func TestASlowReaderWithinTheWriteByteTimeoutIsKept(t *testing.T) {
+	c, client, _ := pipe(t)
+	const timeout = 200 * time.Millisecond
+	want := bytes.Repeat([]byte("slow "), 16<<10) // 80 KiB: read in 4 KiB steps every 50 ms, about a second
+	c.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := c.Write(want); err != nil {
+		t.Fatal(err)
+	}
+	c.SetWriteDeadline(time.Time{})
+	var got []byte
+	buf := make([]byte, 4<<10)
+	for len(got) < len(want) {
+		time.Sleep(50 * time.Millisecond)
+		client.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := client.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d of %d bytes: %v", len(got), len(want), err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the bytes read differ from those written")
+	}
+	if _, err := c.Write([]byte("more")); err != nil {
+		t.Fatalf("a slow reader within the timeout was cut off: %v", err)
+	}
+}
+
+// TestCloseKeepsItsDrainLimit: net/http clears the write deadline after a write, even one that
+// Close ended; that must not lift the drain limit of a close, or a client that reads nothing would
+// hold the close for as long as it stays connected.
+func TestCloseKeepsItsDrainLimit(t *testing.T) {
+	c, _, _ := pipe(t) // the far end never reads
+	if _, err := c.Write(make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	start := time.Now()
+	go func() { closed <- c.Close() }()
+	for !func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.closed }() {
+		time.Sleep(time.Millisecond)
+	}
+	c.SetWriteDeadline(time.Time{})
+	select {
+	case <-closed:
+		t.Logf("closed after %s", time.Since(start).Round(time.Millisecond))
+	case <-time.After(closeDrainLimit + 5*time.Second):
+		t.Fatalf("Close still waits %s after it began, past its drain limit of %s", time.Since(start).Round(time.Millisecond), closeDrainLimit)
+	}
+}
