@@ -79,7 +79,11 @@ func (r *Reloader) reloadLocked() {
 		return
 	}
 	r.cert, r.loaded = &cert, stamps
-	r.logger.Info("TLS certificate loaded again", "cert", r.certFile, "not_after", cert.Leaf.NotAfter)
+	var notAfter time.Time
+	if cert.Leaf != nil { // nil only under GODEBUG=x509keypairleaf=0
+		notAfter = cert.Leaf.NotAfter
+	}
+	r.logger.Info("TLS certificate loaded again", "cert", r.certFile, "not_after", notAfter)
 }
 
 func (r *Reloader) stamps() (fileStamps, error) {

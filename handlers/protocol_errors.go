@@ -204,8 +204,9 @@ func (w *connectErrorWriter) finish(byConnect bool) {
 	body := w.body.Bytes()
 	if withInfo, err := addConnectErrorDetails(body); err == nil && byConnect {
 		body = withInfo
-	} else if plain, err := unescapedConnectError(body); err == nil {
-		body = plain // connect-go's encoding/json escapes <, > and & for HTML
+	}
+	if plain, err := unescapedConnectError(body); err == nil {
+		body = plain // connect-go's encoding/json escapes <, > and & for HTML, in its details too
 	}
 	w.Header().Del("Content-Length")
 	w.ResponseWriter.WriteHeader(w.status)

@@ -41,7 +41,7 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 	if err != nil {
 		return fmt.Errorf("usersd healthcheck: -addr %q: %w", *addr, err)
 	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1" // a server on every interface answers on loopback
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -50,9 +50,11 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 	client := http.DefaultClient
 	if *useTLS {
 		url = "https://" + net.JoinHostPort(host, port) + "/readyz"
-		// The server's certificate names its public host, not the loopback address asked here, and
-		// the answer is a status code: nothing secret travels, so the certificate is not checked.
-		client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		// On loopback the server's certificate names its public host, not the address asked, and
+		// no one stands between the two: it is not checked there. Elsewhere it is, as any client's.
+		if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+			client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

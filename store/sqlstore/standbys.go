@@ -269,16 +269,16 @@ func (r *standbys) probeOnce(ctx context.Context) {
 }
 
 func (r *standbys) probeStandby(ctx context.Context, sb *standby) {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	probeCtx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	replayed, err := replayPosition(ctx, sb.db)
+	replayed, err := replayPosition(probeCtx, sb.db)
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	wasUp := sb.up
 	sb.up = err == nil
 	if err != nil {
 		if ctx.Err() != nil {
-			return // the store closes: not the standby's doing
+			return // the store closes: not the standby's doing (a probe that timed out is)
 		}
 		if sb.passedOverSince.IsZero() {
 			sb.passedOverSince = r.now()
