@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"usersd/internal/testca"
+	"usersd/internal/tlstest"
 )
 
 func serialOf(t *testing.T, r *Reloader) string {
@@ -24,7 +24,7 @@ func serialOf(t *testing.T, r *Reloader) string {
 // interval; a pair that does not load leaves the last good one in use; a missing or bad pair at
 // the start is an error.
 func TestARenewedPairIsServedWithoutARestart(t *testing.T) {
-	ca := testca.New(t)
+	ca := tlstest.New(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	first := ca.Issue(t, certFile, keyFile)

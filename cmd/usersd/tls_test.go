@@ -22,11 +22,11 @@ import (
 	"usersd/gen/users/v1/usersv1connect"
 	"usersd/internal/apitest"
 	"usersd/internal/proctest"
-	"usersd/internal/testca"
+	"usersd/internal/tlstest"
 )
 
 // tlsClient is a client that trusts ca and speaks HTTP/2 (h2) or HTTP/1.1 only.
-func tlsClient(ca *testca.CA, h2 bool) *http.Client {
+func tlsClient(ca *tlstest.CA, h2 bool) *http.Client {
 	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, Protocols: new(http.Protocols)}
 	if h2 {
 		transport.Protocols.SetHTTP2(true)
@@ -41,7 +41,7 @@ func tlsClient(ca *testca.CA, h2 bool) *http.Client {
 // alike, and to curl and grpcurl; it refuses TLS below 1.2 and plain HTTP; and a renewed
 // certificate is served to the next connections without a restart.
 func TestTLSServesEveryProtocolAndTakesARenewal(t *testing.T) {
-	ca := testca.New(t)
+	ca := tlstest.New(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	first := ca.Issue(t, certFile, keyFile)
@@ -133,7 +133,7 @@ func TestTLSServesEveryProtocolAndTakesARenewal(t *testing.T) {
 // the users through connect-web on the same origin. Chromium trusts the test's certificate by the
 // hash of its public key (its option for tests), since the test CA is in no system store.
 func TestTheBrowserPageWorksOverTLS(t *testing.T) {
-	ca := testca.New(t)
+	ca := tlstest.New(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	ca.Issue(t, certFile, keyFile)

@@ -1,6 +1,6 @@
-// Package testca is a certificate authority for tests: it issues server certificates for loopback
+// Package tlstest is a certificate authority for tests: it issues server certificates for loopback
 // names, which clients of the test trust through the CA's pool or PEM file.
-package testca
+package tlstest
 
 import (
 	"crypto/ecdsa"
