@@ -12,9 +12,9 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -195,90 +195,57 @@ func (w *connectErrorWriter) Flush() {
 
 func (w *connectErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// finish sends a held error body; with the details of its code if connect-go answered the call
-// itself and the body had no ErrorInfo.
+// finish sends a held error body, encoded again (see rewriteConnectError): with the details of its
+// code if connect-go answered the call itself and the body had no ErrorInfo.
 func (w *connectErrorWriter) finish(byConnect bool) {
 	if w.status == 0 {
 		return
 	}
 	body := w.body.Bytes()
-	if withInfo, err := addConnectErrorDetails(body); err == nil && byConnect {
-		body = withInfo
-	}
-	if plain, err := unescapedConnectError(body); err == nil {
-		body = plain // connect-go's encoding/json escapes <, > and & for HTML, in its details too
+	if rewritten, err := rewriteConnectError(body, byConnect); err == nil {
+		body = rewritten
 	}
 	w.Header().Del("Content-Length")
 	w.ResponseWriter.WriteHeader(w.status)
 	w.ResponseWriter.Write(body)
 }
 
-// connectWireError is the Connect protocol's error body, with its details kept as they came.
+// connectWireError is the Connect protocol's error body.
 type connectWireError struct {
-	Code    string            `json:"code"`
-	Message string            `json:"message,omitempty"`
-	Details []json.RawMessage `json:"details,omitempty"`
+	Code    string              `json:"code"`
+	Message string              `json:"message,omitempty"`
+	Details []connectWireDetail `json:"details,omitempty"`
 }
 
-// unescapedConnectError returns the Connect error body encoded again without HTML escapes, its
-// details' debug forms included (connect-go encodes them with encoding/json too).
-func unescapedConnectError(body []byte) ([]byte, error) {
-	var wire connectWireError
-	if err := json.Unmarshal(body, &wire); err != nil {
-		return nil, err
-	}
-	for i, raw := range wire.Details {
-		var detail struct {
-			Type  string `json:"type"`
-			Value string `json:"value"`
-			Debug any    `json:"debug,omitempty"`
-		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber() // numbers stay as they were written
-		if err := dec.Decode(&detail); err != nil {
-			return nil, err
-		}
-		plain, err := plainjson.Marshal(detail)
-		if err != nil {
-			return nil, err
-		}
-		wire.Details[i] = plain
-	}
-	return plainjson.Marshal(wire)
+// connectWireDetail is a detail of a Connect error body; Debug is connect-go's readable form of it,
+// kept as it came.
+type connectWireDetail struct {
+	Type  string `json:"type"`
+	Value string `json:"value"`
+	Debug any    `json:"debug,omitempty"`
 }
 
-// addConnectErrorDetails returns the Connect error body with the details of its code added, unless
-// it holds an ErrorInfo already.
-func addConnectErrorDetails(body []byte) ([]byte, error) {
+// rewriteConnectError returns the Connect error body encoded without HTML escapes (connect-go's
+// encoding/json writes <, > and & escaped, in the message and in the details' debug forms), and
+// when addDetails, with the details of its code added unless it holds an ErrorInfo already.
+func rewriteConnectError(body []byte, addDetails bool) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // the debug forms' numbers stay as they were written
 	var wire connectWireError
-	if err := json.Unmarshal(body, &wire); err != nil {
+	if err := dec.Decode(&wire); err != nil {
 		return nil, err
 	}
-	for _, d := range wire.Details {
-		var detail struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(d, &detail) == nil && detail.Type == "google.rpc.ErrorInfo" {
-			return nil, errors.New("the error has its ErrorInfo")
-		}
-	}
+	hasInfo := slices.ContainsFunc(wire.Details, func(d connectWireDetail) bool { return d.Type == "google.rpc.ErrorInfo" })
 	var code connect.Code
-	if err := code.UnmarshalText([]byte(wire.Code)); err != nil {
-		return nil, err
-	}
-	for _, d := range errorDetailsFor(code, wire.Message) {
-		raw, err := proto.Marshal(d)
-		if err != nil {
-			return nil, err
+	if addDetails && !hasInfo && code.UnmarshalText([]byte(wire.Code)) == nil {
+		for _, d := range errorDetailsFor(code, wire.Message) {
+			raw, err := proto.Marshal(d)
+			if err != nil {
+				return nil, err
+			}
+			wire.Details = append(wire.Details, connectWireDetail{
+				Type: string(d.ProtoReflect().Descriptor().FullName()), Value: base64.RawStdEncoding.EncodeToString(raw)})
 		}
-		encoded, err := plainjson.Marshal(struct {
-			Type  string `json:"type"`
-			Value string `json:"value"`
-		}{string(d.ProtoReflect().Descriptor().FullName()), base64.RawStdEncoding.EncodeToString(raw)})
-		if err != nil {
-			return nil, err
-		}
-		wire.Details = append(wire.Details, encoded)
 	}
 	return plainjson.Marshal(wire)
 }
