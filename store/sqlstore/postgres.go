@@ -143,7 +143,8 @@ var ErrStartupParameterRefused = errors.New("the server refused a startup parame
 
 // startupParameterRefused reports PgBouncer's refusal of a startup parameter it does not know
 // ("unsupported startup parameter: statement_timeout"). It is a protocol violation (08P01), a
-// class that otherwise means a connection that failed and may work again.
+// class that postgresUnavailable counts as a connection that may work again: openPostgres asks
+// this first, since no retry of the open mends it.
 func startupParameterRefused(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "08P01" && strings.Contains(pgErr.Message, "unsupported startup parameter")
@@ -153,8 +154,6 @@ func startupParameterRefused(err error) bool {
 // server shutting down or out of connections), as opposed to an error in the statement.
 func postgresUnavailable(err error) bool {
 	switch code := postgresCode(err); {
-	case startupParameterRefused(err): // the same at every try
-		return false
 	case strings.HasPrefix(code, "08"): // connection exception
 		return true
 	case code == "57P01", code == "57P02", code == "57P03": // shutdown by admin, crash, cannot connect now

@@ -334,8 +334,8 @@ func replayPosition(ctx context.Context, db *sql.DB) (store.Position, error) {
 	return store.Position(position.Int64), nil
 }
 
-// close stops the prober and closes the standbys' pools.
-// close stops the prober and closes the pools; inUse is how many connections requests still held.
+// close stops the prober and closes the standbys' pools; inUse is how many connections requests
+// still held.
 func (r *standbys) close() (inUse int, err error) {
 	r.stop()
 	<-r.stopped

@@ -51,7 +51,7 @@ func (p *writeProbe) check(db *sql.DB) error {
 	// write does, and it touches no table.
 	_, err := db.ExecContext(ctx, `SELECT pg_logical_emit_message(true, 'usersd-readiness', '')`)
 	if err != nil {
-		err = fmt.Errorf("%w: a write did not commit within %s: %v", store.ErrUnavailable, writeProbeTimeout, err)
+		err = fmt.Errorf("%w: a write did not commit: %v", store.ErrUnavailable, err)
 	}
 	p.mu.Lock()
 	p.running, p.err = false, err
