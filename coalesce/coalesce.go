@@ -78,8 +78,7 @@ type conn struct {
 	flushing      bool          // the flusher goroutine runs
 	err           error         // the first write error; sticky
 	closed        bool
-	closeBy       time.Time // once closed: when what is pending stops being written
-	deadline      time.Time // the write deadline, as last set
+	deadline      time.Time // the write deadline, as last set; once closed, the drain limit
 	applied       time.Time // the write deadline of the underlying connection
 }
 
@@ -178,17 +177,14 @@ func (c *conn) flush() {
 }
 
 // write writes b under a deadline of now plus window (none for 0), set again after each write that
-// made progress, as net/http's write-byte timeout does; and once the connection is closed, under
-// its drain limit at the latest.
+// made progress, as net/http's write-byte timeout does. A close does not wait for it past its drain
+// limit: it closes the connection under it.
 func (c *conn) write(b []byte, window time.Duration) error {
 	for {
 		c.mu.Lock()
 		var deadline time.Time
 		if window > 0 {
 			deadline = time.Now().Add(window)
-		}
-		if c.closed && (deadline.IsZero() || c.closeBy.Before(deadline)) {
-			deadline = c.closeBy
 		}
 		if !deadline.Equal(c.applied) {
 			c.Conn.SetWriteDeadline(deadline)
@@ -232,7 +228,7 @@ func (c *conn) waitFlushed() error {
 }
 
 // SetWriteDeadline applies to the bytes written after it (see conn), and to writers waiting for
-// room. Once the connection is closed, only its drain limit holds.
+// room. Once the connection is closed it changes nothing: the drain limit bounds Close's wait.
 func (c *conn) SetWriteDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -263,14 +259,13 @@ func (c *conn) Close() error {
 		return net.ErrClosed
 	}
 	c.closed = true
-	c.closeBy = time.Now().Add(closeDrainLimit)
 	flushing := c.flushing
 	if flushing {
-		// The drain limit holds for the write under way as well as for the batches after it, and
-		// for the wait below: SetWriteDeadline changes neither from now on.
-		c.deadline = c.closeBy
-		c.applied = c.closeBy
-		c.Conn.SetWriteDeadline(c.closeBy)
+		// The drain limit holds for the write under way and for the wait below, after which the
+		// connection is closed under the flusher; SetWriteDeadline changes neither from now on.
+		c.deadline = time.Now().Add(closeDrainLimit)
+		c.applied = c.deadline
+		c.Conn.SetWriteDeadline(c.deadline)
 		c.changed.Broadcast()
 	}
 	c.mu.Unlock()
