@@ -48,10 +48,16 @@ func (p *writeProbe) check(db *sql.DB) error {
 	defer cancel()
 	// A transactional message of logical decoding is the smallest write there is: it takes a
 	// transaction id and goes to the WAL, so its commit waits for a synchronous standby as any
-	// write does, and it touches no table.
-	_, err := db.ExecContext(ctx, `SELECT pg_logical_emit_message(true, 'usersd-readiness', '')`)
-	if err != nil {
+	// write does, and it touches no table. On a standby it is not tried (CASE evaluates only the
+	// branch it takes), so that the probe can say why no write commits, in the same round trip.
+	var standby bool
+	err := db.QueryRowContext(ctx, `SELECT CASE WHEN pg_is_in_recovery() THEN true
+		ELSE pg_logical_emit_message(true, 'usersd-readiness', '') IS NULL END`).Scan(&standby)
+	switch {
+	case err != nil:
 		err = fmt.Errorf("%w: a write did not commit: %v", store.ErrUnavailable, err)
+	case standby:
+		err = fmt.Errorf("%w: the database server is a standby and takes no writes", store.ErrUnavailable)
 	}
 	p.mu.Lock()
 	p.running, p.err = false, err
