@@ -59,6 +59,14 @@ func StartPgBouncer(t testing.TB) *PgBouncer {
 // (a Cluster's primary, say), as StartPgBouncer does.
 func StartPgBouncerFor(t testing.TB, base string) *PgBouncer {
 	t.Helper()
+	return StartPgBouncerWith(t, base)
+}
+
+// StartPgBouncerWith starts a PgBouncer as StartPgBouncerFor does, with settings (lines of its
+// [pgbouncer] section, which win over the test's own) added. When base has a password, clients log
+// in with it (SCRAM), and the pooler logs in to the server with it.
+func StartPgBouncerWith(t testing.TB, base string, settings ...string) *PgBouncer {
+	t.Helper()
 	binary := findPgBouncer()
 	if binary == "" {
 		skipUnlessRequired(t, "USERS_REQUIRE_PGBOUNCER", "no pgbouncer binary: install Debian's pgbouncer "+
@@ -86,6 +94,11 @@ func StartPgBouncerFor(t testing.TB, base string) *PgBouncer {
 		}
 	}
 	port := freePort(t)
+	password, hasPassword := server.User.Password()
+	authType := "trust"
+	if hasPassword {
+		authType = "scram-sha-256"
+	}
 	config := fmt.Sprintf(`[databases]
 * = host=%s port=%s
 
@@ -93,7 +106,7 @@ func StartPgBouncerFor(t testing.TB, base string) *PgBouncer {
 listen_addr = 127.0.0.1
 listen_port = %d
 unix_socket_dir =
-auth_type = trust
+auth_type = %s
 auth_file = %s
 pool_mode = transaction
 max_client_conn = 1000
@@ -107,9 +120,9 @@ tcp_keepintvl = 2
 tcp_keepcnt = 3
 logfile =
 pidfile =
-`, server.Hostname(), portOf(server), port, filepath.Join(dir, "users.txt"), server.User.Username())
-	userName := server.User.Username()
-	files := map[string]string{"pgbouncer.ini": config, "users.txt": fmt.Sprintf("%q \"\"\n", userName)}
+%s
+`, server.Hostname(), portOf(server), port, authType, filepath.Join(dir, "users.txt"), server.User.Username(), strings.Join(settings, "\n"))
+	files := map[string]string{"pgbouncer.ini": config, "users.txt": fmt.Sprintf("%q %q\n", server.User.Username(), password)}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)

@@ -81,6 +81,63 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 		t.Fatalf("keys %v were still held by failed creates 2 s after writes came back", load.givenUp)
 	}
 
+	stored := load.checkStored(t, s)
+
+	// Every watch saw every create once, in the order of the log, without a gap or a repeat. One
+	// thing more may show: a create that the dying primary made visible without its standby's
+	// acknowledgement. PostgreSQL ends the wait for the standby when its postmaster dies, and the
+	// commit is then visible to the primary's other backends until they exit, so a watch polling in
+	// that instant reads it. Its writer was told 503, and its retry created the user again on the
+	// new primary under another event; such a create is at most one per writer in flight at the
+	// kill, and it names a key whose acknowledged user is another (docs/POSTGRESQL.md#failover).
+	time.Sleep(time.Second)
+	checkWatches(t, watchers, load.acked, stored)
+}
+
+// checkWatches ends each watch and checks that it saw every stored user's create once, in the
+// order of the log, without a gap or a repeat, allowing for a dying primary's unacknowledged
+// creates (see TestFailoverLosesNoAcknowledgedWrite). acked maps each key to the user its create
+// was acknowledged as.
+func checkWatches(t *testing.T, watchers []*failoverWatch, acked map[string]int32, stored []int) {
+	t.Helper()
+	for _, w := range watchers {
+		w.stream.Cancel()
+		<-w.done
+		var seen []int
+		var unacknowledged []string
+		for i, e := range w.events {
+			if i > 0 && e.GetSequence() <= w.events[i-1].GetSequence() {
+				t.Fatalf("%s: sequence %d after %d", w.name, e.GetSequence(), w.events[i-1].GetSequence())
+			}
+			name, id := e.GetUser().GetName(), e.GetUser().GetId()
+			if ackedID, ok := acked[name]; ok && ackedID != id {
+				unacknowledged = append(unacknowledged, fmt.Sprintf("%s as user %d (acknowledged as %d)", name, id, ackedID))
+				continue
+			}
+			// The new primary's sequences may hand the lost create's id out again, to the same
+			// key's retry: the second create of the same user under the same key is its real one.
+			if slices.Contains(seen, int(id)) {
+				unacknowledged = append(unacknowledged, fmt.Sprintf("%s as user %d, created again", name, id))
+				continue
+			}
+			seen = append(seen, int(id))
+		}
+		if len(unacknowledged) > 8 {
+			t.Errorf("%s saw %d creates that were never acknowledged: %v", w.name, len(unacknowledged), unacknowledged)
+		} else if len(unacknowledged) > 0 {
+			t.Logf("%s saw the dying primary's unacknowledged creates %v", w.name, unacknowledged)
+		}
+		slices.Sort(seen)
+		if !slices.Equal(seen, stored) {
+			t.Errorf("%s saw %d creates; %d users are stored (ended: %v)", w.name, len(seen), len(stored), w.err)
+		}
+	}
+}
+
+// checkStored checks that every acknowledged create is stored once, that nothing else is, and that
+// keys still answer their first answer, and returns the stored ids.
+func (load *keyedLoad) checkStored(t *testing.T, s *testServer) []int {
+	t.Helper()
 	// Every acknowledged create is there, and nothing else: a key given up while another request
 	// held it never created a user.
 	acked := map[int]bool{}
@@ -107,47 +164,7 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 			t.Fatalf("key %s again: %d, user %d, replayed %v, %v; want its first answer, user %d", key, status, id, replayed, err, load.acked[key])
 		}
 	}
-
-	// Every watch saw every create once, in the order of the log, without a gap or a repeat. One
-	// thing more may show: a create that the dying primary made visible without its standby's
-	// acknowledgement. PostgreSQL ends the wait for the standby when its postmaster dies, and the
-	// commit is then visible to the primary's other backends until they exit, so a watch polling in
-	// that instant reads it. Its writer was told 503, and its retry created the user again on the
-	// new primary under another event; such a create is at most one per writer in flight at the
-	// kill, and it names a key whose acknowledged user is another (docs/POSTGRESQL.md#failover).
-	time.Sleep(time.Second)
-	for _, w := range watchers {
-		w.stream.Cancel()
-		<-w.done
-		var seen []int
-		var unacknowledged []string
-		for i, e := range w.events {
-			if i > 0 && e.GetSequence() <= w.events[i-1].GetSequence() {
-				t.Fatalf("%s: sequence %d after %d", w.name, e.GetSequence(), w.events[i-1].GetSequence())
-			}
-			name, id := e.GetUser().GetName(), e.GetUser().GetId()
-			if ackedID, ok := load.acked[name]; ok && ackedID != id {
-				unacknowledged = append(unacknowledged, fmt.Sprintf("%s as user %d (acknowledged as %d)", name, id, ackedID))
-				continue
-			}
-			// The new primary's sequences may hand the lost create's id out again, to the same
-			// key's retry: the second create of the same user under the same key is its real one.
-			if slices.Contains(seen, int(id)) {
-				unacknowledged = append(unacknowledged, fmt.Sprintf("%s as user %d, created again", name, id))
-				continue
-			}
-			seen = append(seen, int(id))
-		}
-		if len(unacknowledged) > 8 {
-			t.Errorf("%s saw %d creates that were never acknowledged: %v", w.name, len(unacknowledged), unacknowledged)
-		} else if len(unacknowledged) > 0 {
-			t.Logf("%s saw the dying primary's unacknowledged creates %v", w.name, unacknowledged)
-		}
-		slices.Sort(seen)
-		if !slices.Equal(seen, stored) {
-			t.Errorf("%s saw %d creates; %d users are stored (ended: %v)", w.name, len(seen), len(stored), w.err)
-		}
-	}
+	return stored
 }
 
 // keyedLoad creates users with idempotency keys, each retried with its key until it is answered
@@ -163,21 +180,34 @@ type keyedLoad struct {
 	acked   map[string]int32 // key → the user it created
 	errors  map[string]int   // what came back other than 201, by status or error
 	givenUp []string         // keys still held by an unfinished request when the load stopped
+	answers []loadAnswer     // every attempt, in the order they ended
 }
 
-var failoverClient = &http.Client{Timeout: 10 * time.Second}
+// loadAnswer is one attempt of a create: when it began and ended, and its status (0 when no
+// answer came).
+type loadAnswer struct {
+	began, ended time.Time
+	status       int
+}
+
+// failoverClient gives up later than usersd's request deadline (10 s), so that an answer at the
+// deadline is seen as the server's.
+var failoverClient = &http.Client{Timeout: 15 * time.Second}
 
 func (l *keyedLoad) write(writer int) {
 	for n := 0; !l.stop.Load(); n++ {
 		key := fmt.Sprintf("w%d-%d", writer, n)
 		for attempt := 0; ; attempt++ {
-			began := time.Now().UnixNano()
+			began := time.Now()
 			status, id, _, err := l.create(key)
+			l.mu.Lock()
+			l.answers = append(l.answers, loadAnswer{began: began, ended: time.Now(), status: status})
+			l.mu.Unlock()
 			if err == nil && status == http.StatusCreated {
 				l.mu.Lock()
 				l.acked[key] = id
 				l.mu.Unlock()
-				if p := l.afterPromotion.Load(); p != 0 && began > p {
+				if p := l.afterPromotion.Load(); p != 0 && began.UnixNano() > p {
 					l.firstAfterPromotion.CompareAndSwap(0, time.Now().UnixNano())
 				}
 				break
