@@ -35,7 +35,9 @@ type Patroni struct {
 	Nodes    []*PatroniNode
 	HAProxy  string // host:port of HAProxy's listener, which leads to the primary
 	Password string // what replaced CHANGE-ME: every role's password
-	root     string
+	// SocketDir holds the servers' Unix sockets (the test's folder, not the system's).
+	SocketDir string
+	root      string
 }
 
 // PatroniNode is one Patroni process and the PostgreSQL server it keeps.
@@ -84,7 +86,7 @@ func StartPatroni(t testing.TB, config PatroniConfig) *Patroni {
 		}
 	})
 	run := runAsServerOwner(t, bin, root) // gives root to the postgres user when this is root
-	p := &Patroni{Password: "pw-" + strings.ToLower(rand.Text()[:16]), root: root}
+	p := &Patroni{Password: "pw-" + strings.ToLower(rand.Text()[:16]), SocketDir: root, root: root}
 
 	etcdArgs, etcdAddr := etcdFlags(t, root)
 	startDaemon(t, root, "etcd", exec.Command(tools["etcd"], etcdArgs...))

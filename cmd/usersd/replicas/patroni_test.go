@@ -12,6 +12,8 @@ import (
 
 	"usersd/internal/apitest"
 	"usersd/store/storetest"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestFailoverUnderPatroni runs usersd the way docs/POSTGRESQL.md deploys it: three Patroni nodes in
@@ -30,6 +32,19 @@ func TestFailoverUnderPatroni(t *testing.T) {
 		Node:    docBlock(t, doc, "yaml", "scope: usersd"),
 		HAProxy: docBlock(t, doc, "", "listen primary"),
 	})
+
+	// No way in without a password: not over TCP, not on the server's own socket (initdb's
+	// pg_hba.conf, which the document's first Patroni configuration added its lines to, trusts
+	// both).
+	leader := c.Node(t, "leader")
+	for _, dsn := range []string{
+		fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", leader.Hostport()),
+		fmt.Sprintf("postgres://postgres@/postgres?host=%s&port=%d", c.SocketDir, leader.Port),
+	} {
+		if err := connectOnce(dsn); err == nil || !strings.Contains(err.Error(), "password") {
+			t.Errorf("%s without a password: %v, want a refusal for want of a password", dsn, err)
+		}
+	}
 
 	// usersd's role and database, as the document makes them.
 	admin := storetest.OpenPostgres(t, c.SuperuserURL(c.HAProxy, "postgres"))
@@ -165,6 +180,17 @@ func checkOutage(t *testing.T, fault string, began time.Time, load *keyedLoad, r
 	if back.Sub(stopped) > 6*time.Second && !saidUnready {
 		t.Errorf("%s: writes stopped for %v and /readyz never said 503", fault, back.Sub(stopped).Round(time.Millisecond))
 	}
+}
+
+// connectOnce connects to dsn once, and says why it could not.
+func connectOnce(dsn string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	return conn.Close(ctx)
 }
 
 // steadySince tells whether creates have been acknowledged for the last d without a pause of more
