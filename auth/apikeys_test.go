@@ -20,7 +20,8 @@ func TestKeysFileLines(t *testing.T) {
 		{secret, "key-" + digest[len("sha256:"):][:8], AllScopes},
 		{secret + " name=dashboard scopes=users.read", "dashboard", ScopeRead},
 		{secret + " scopes=users.write name=importer", "importer", ScopeWrite},
-		{secret + " scopes=users.write,users.read", "key-" + digest[len("sha256:"):][:8], AllScopes},
+		{secret + " scopes=users.write,users.read", "key-" + digest[len("sha256:"):][:8], ScopeRead | ScopeWrite},
+		{secret + " scopes=webhooks.manage", "key-" + digest[len("sha256:"):][:8], ScopeWebhooks},
 		{digest + " name=ci@example.com", "ci@example.com", AllScopes},
 		{"  " + digest + "\tname=a.b-c_d  ", "a.b-c_d", AllScopes},
 	} {

@@ -14,16 +14,19 @@ const (
 	ScopeRead Scopes = 1 << iota
 	// ScopeWrite allows every change of users.
 	ScopeWrite
+	// ScopeWebhooks allows managing webhook subscriptions, reads included: a subscription sends
+	// every change of users to a URL of its maker's choosing.
+	ScopeWebhooks
 
 	// AllScopes is what an API key holds unless its line says otherwise.
-	AllScopes = ScopeRead | ScopeWrite
+	AllScopes = ScopeRead | ScopeWrite | ScopeWebhooks
 )
 
 // scopeNames are the scopes as credentials spell them.
 var scopeNames = []struct {
 	scope Scopes
 	name  string
-}{{ScopeRead, "users.read"}, {ScopeWrite, "users.write"}}
+}{{ScopeRead, "users.read"}, {ScopeWrite, "users.write"}, {ScopeWebhooks, "webhooks.manage"}}
 
 // Has reports whether s holds every scope of want.
 func (s Scopes) Has(want Scopes) bool { return s&want == want }

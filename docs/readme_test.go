@@ -151,6 +151,7 @@ var docsInOrder = []string{
 	"docs/API.md",
 	"docs/SCIM.md",
 	"docs/ACCESS.md",
+	"docs/WEBHOOKS.md",
 	"docs/OBSERVABILITY.md",
 	"docs/BACKUPS.md",
 	"docs/DEPLOYMENT.md",

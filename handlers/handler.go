@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"usersd/auth"
+	"usersd/gen/users/v1/usersv1connect"
 	"usersd/handlers/health"
 	"usersd/handlers/watchslots"
 	"usersd/store"
@@ -85,6 +86,9 @@ type Config struct {
 	// AnswerMemory bounds the bytes of answers held for clients that have not yet taken them; a
 	// read whose answer does not fit is refused with 503 / unavailable. 0 means DefaultAnswerMemory.
 	AnswerMemory int64
+	// Webhooks, when set, serves the Webhooks RPC service (webhook subscriptions), every method of it
+	// behind webhooks.manage.
+	Webhooks usersv1connect.WebhooksHandler
 	// ExtraServices are connect services mounted beside the service's own (see ExtraService); the
 	// binary sets none.
 	ExtraServices []ExtraService

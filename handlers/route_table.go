@@ -162,7 +162,10 @@ func (t *routeTable) rpc(path string, h http.Handler, methods []rpcMethod) {
 		}
 		r := route{pattern: path + m.name, access: accessPublic, why: m.reads, scope: m.scope, stream: m.stream}
 		if m.reads == "" {
-			r.access, r.scope = accessProtected, auth.ScopeWrite
+			r.access = accessProtected
+			if r.scope == 0 {
+				r.scope = auth.ScopeWrite
+			}
 			t.add(r, h)
 			continue
 		}

@@ -60,6 +60,16 @@ func addRoutes(routes *routeTable, d deps) error {
 	// Reflection describes every service served, itself included, as grpc-go's does (the blank
 	// imports of grpc's reflection packages register the descriptors it describes itself with).
 	served := []string{usersv1connect.UsersName, health.ServiceName, grpcreflect.ReflectV1ServiceName, grpcreflect.ReflectV1AlphaServiceName}
+	if d.Webhooks != nil {
+		// Subscriptions, reads included, need webhooks.manage whether reads of users are public or not.
+		methods := rpcMethods(usersv1.File_users_v1_users_proto.Services().ByName("Webhooks"))
+		for i := range methods {
+			methods[i].reads, methods[i].scope = "", auth.ScopeWebhooks
+		}
+		webhooksPath, webhooksRPC := usersv1connect.NewWebhooksHandler(d.Webhooks, rpcOptions...)
+		routes.rpc(webhooksPath, webhooksRPC, methods)
+		served = append(served, usersv1connect.WebhooksName)
+	}
 	for _, extra := range d.ExtraServices {
 		addExtraService(routes, extra, rpcOptions)
 		served = append(served, string(extra.Descriptor.FullName()))

@@ -67,6 +67,8 @@ type UserEvent struct {
 	PreviousRole string
 	// Actor is who made the change (WithActor); the zero Actor if the write named no one.
 	Actor Actor
+	// At is when the change was written, by the database's clock.
+	At time.Time
 }
 
 // HasRole reports whether the change concerns a user with the role, before or after it.
@@ -90,7 +92,9 @@ type ChangeLog interface {
 	// and only reports Latest: where a reader that starts now starts.
 	UserEvents(ctx context.Context, after int64, limit int) (UserEvents, error)
 	// DeleteExpiredUserEvents deletes up to limit of the oldest changes written more than EventTTL
-	// ago and reports how many it deleted, so that a sweeper can work in short batches.
+	// ago, but not those an enabled webhook subscription has not been sent yet while they are
+	// younger than WebhookOwedTTL, and reports how many it deleted, so that a sweeper can work in
+	// short batches.
 	DeleteExpiredUserEvents(ctx context.Context, limit int) (int, error)
 	// NotifyUserEvents sends on wake, without blocking, when changes may have been added to the log,
 	// by this process or (where the database is shared) by another, until stop is called. Notices

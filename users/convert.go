@@ -49,9 +49,9 @@ var actorTypes = map[store.ActorType]usersv1.UserEvent_ActorType{
 	store.ActorToken:  usersv1.UserEvent_ACTOR_TYPE_TOKEN,
 }
 
-// eventToProto is the message of a change: the user as the change left it (as deleted, for a
+// EventToProto is the message of a change: the user as the change left it (as deleted, for a
 // delete that can be undone), the id alone for a removal, and who made it.
-func eventToProto(e store.UserEvent) *usersv1.UserEvent {
+func EventToProto(e store.UserEvent) *usersv1.UserEvent {
 	m := &usersv1.UserEvent{Sequence: e.Sequence, Actor: e.Actor.Name, ActorType: actorTypes[e.Actor.Type]}
 	switch e.Kind {
 	case store.EventCreated:

@@ -42,6 +42,8 @@ const (
 	// ReasonChangesNotKept: a watch's resume point is older than the kept changes, or newer than
 	// any change; the client must reload.
 	ReasonChangesNotKept Reason = "CHANGES_NOT_KEPT"
+	// ReasonWebhookNotFound: no webhook subscription has the id.
+	ReasonWebhookNotFound Reason = "WEBHOOK_NOT_FOUND"
 )
 
 // Error is an error of the service that its client may see: an RPC code, a reason where the code
@@ -168,3 +170,8 @@ func fromStore(err error) error {
 // errEtagMismatch is the answer to a write whose etag precondition failed in the store.
 var errEtagMismatch = NewError(connect.CodeAborted, ReasonEtagMismatch,
 	"the user has changed since the etag you sent was read; read it again and retry")
+
+// FromStore maps a store error to the client error it stands for, for the rules of other resources
+// than users (webhook subscriptions), which share the store's failures: unavailable, canceled, too
+// slow. Their own missing records they map themselves.
+func FromStore(err error) error { return fromStore(err) }

@@ -51,7 +51,7 @@ type change struct {
 func changesOf(events []store.UserEvent) []change {
 	batch := make([]change, len(events))
 	for i, e := range events {
-		m := eventToProto(e)
+		m := EventToProto(e)
 		anonymous := m
 		if m.Actor != "" || m.ActorType != usersv1.UserEvent_ACTOR_TYPE_UNSPECIFIED {
 			anonymous = &usersv1.UserEvent{Sequence: m.Sequence, Kind: m.Kind, User: m.User} // the user is shared, never modified

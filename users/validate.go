@@ -173,3 +173,7 @@ func parseSort(expr string) ([]store.SortKey, error) {
 	}
 	return keys, nil
 }
+
+// CheckRole checks a role as every face takes one: a single line of at most maxRoleLength
+// characters. Other rules than the users' (a webhook subscription's role) hold roles to it too.
+func CheckRole(field, role string) error { return checkLine(field, role, maxRoleLength) }

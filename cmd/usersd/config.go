@@ -67,6 +67,10 @@ type config struct {
 	trustRequestID bool
 	// adminAddr is the admin listener's address (/metrics and Go's profiler); empty means none.
 	adminAddr string
+	// webhooksAllowHTTP and webhooksAllowPrivate widen which receivers webhooks may be sent to
+	// (webhooks.Policy); webhooksSource is the CloudEvents source of their events.
+	webhooksAllowHTTP, webhooksAllowPrivate bool
+	webhooksSource                          string
 	// showVersion asks for the version instead of serving.
 	showVersion bool
 	// logLevel is the least level logged: DEBUG adds the access lines of probes, WARN and ERROR
@@ -171,7 +175,7 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	s.duration(&cfg.dbReadMaxLag, "db-read-max-lag", "USERS_DB_READ_MAX_LAG", time.Second, "how far behind the primary a standby may be to serve a read that sends no Consistency-Token")
 	s.duration(&cfg.dbWait, "db-wait", "USERS_DB_WAIT", 5*time.Minute, "how long start-up waits for a PostgreSQL that does not answer, serving /livez (200) and /readyz (503) meanwhile, before it gives up")
 	s.int64(&cfg.writeBatch, "write-batch", "USERS_WRITE_BATCH", sqlstore.DefaultWriteBatch, "most writes one commit carries, 1 to 64: writes that arrive while a commit is under way are committed together, each keeping its own outcome; 1 commits every write alone")
-	s.string(&cfg.apiKeysFile, "api-keys-file", "USERS_API_KEYS_FILE", "", "`file` of API keys, one a line: <key> or sha256:<hex digest of the key>, then optionally name=<name> and scopes=users.read,users.write (both if not given); blank lines and lines starting with # are ignored; make a key with usersd key")
+	s.string(&cfg.apiKeysFile, "api-keys-file", "USERS_API_KEYS_FILE", "", "`file` of API keys, one a line: <key> or sha256:<hex digest of the key>, then optionally name=<name> and scopes=users.read,users.write,webhooks.manage (all three if not given); blank lines and lines starting with # are ignored; make a key with usersd key")
 	s.string(&cfg.jwtIssuer, "jwt-issuer", "USERS_JWT_ISSUER", "", "URL of an OpenID Connect issuer whose bearer tokens (Authorization: Bearer <JWT>) are accepted besides API keys; its discovery document names its keys; empty means API keys only")
 	s.string(&cfg.jwtAudience, "jwt-audience", "USERS_JWT_AUDIENCE", "", "the audience (aud) a bearer token must be for: this service's client id or URL at the issuer; required with -jwt-issuer")
 	s.float64(&cfg.rateLimit, "rate-limit", "USERS_RATE_LIMIT", 0, "requests a second each caller may make to the routes of users (a caller is its key's name, or its client address without one); 0 means no limit; the limit is each process's, so N replicas behind a balancer allow N times as much")
@@ -199,6 +203,9 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	s.int64(&cfg.watchersPerConnection, "max-watchers-per-connection", "USERS_MAX_WATCHERS_PER_CONNECTION", handlers.DefaultWatchersPerConnection, "watches open at once on one connection (0: no cap)")
 	s.duration(&cfg.watchHeartbeat, "watch-heartbeat", "USERS_WATCH_HEARTBEAT", users.DefaultWatchHeartbeat, "longest silence of a watch: a heartbeat is sent after it; keep it under the idle timeout of every proxy on the way")
 	s.duration(&cfg.deletedRetention, "deleted-retention", "USERS_DELETED_RETENTION", users.DefaultDeletedRetention, "how long a deleted user stays restorable (POST /users/{id}:undelete) before it and its posts are purged; 0 removes a deleted user at once")
+	s.bool(&cfg.webhooksAllowHTTP, "webhooks-allow-http", "USERS_WEBHOOKS_ALLOW_HTTP", false, "let webhook subscriptions use http URLs on loopback hosts (for tests); otherwise only https")
+	s.bool(&cfg.webhooksAllowPrivate, "webhooks-allow-private", "USERS_WEBHOOKS_ALLOW_PRIVATE", false, "let webhooks be sent to private, loopback, link-local and unique-local addresses; otherwise they are refused at creation and at each connection")
+	s.string(&cfg.webhooksSource, "webhooks-source", "USERS_WEBHOOKS_SOURCE", "/usersd", "the CloudEvents source of every webhook event: a URI reference that names this deployment")
 	var debugAddr string
 	s.string(&debugAddr, "debug-addr", "USERS_DEBUG_ADDR", "", "the former name of -admin-addr, which it now means")
 	s.fs.BoolVar(&cfg.showVersion, "version", false, "print the version, commit and Go version, and exit")

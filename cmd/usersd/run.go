@@ -24,6 +24,7 @@ import (
 	"usersd/store/observed"
 	"usersd/store/sqlstore"
 	"usersd/warmstack"
+	"usersd/webhooks"
 )
 
 // http2Workers bounds the goroutines that serve HTTP/2 requests on grown stacks (package
@@ -166,8 +167,16 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, lookupEnv f
 	if cfg.jwtIssuer != "" {
 		bearer = &auth.BearerConfig{Issuer: cfg.jwtIssuer, Audience: cfg.jwtAudience}
 	}
+	// Webhook subscriptions and their delivery read and write the store itself, not the observed or
+	// cached one: their calls are few, and the engine has metrics of its own.
+	policy := webhooks.Policy{AllowHTTP: cfg.webhooksAllowHTTP, AllowPrivate: cfg.webhooksAllowPrivate}
+	webhookMetrics, err := webhooks.NewMetrics(registry)
+	if err != nil {
+		return fmt.Errorf("webhook metrics: %w", err)
+	}
 	service, err := handlers.New(handlers.Config{
-		Bearer: bearer, Background: background,
+		Webhooks: webhooks.NewService(st, policy),
+		Bearer:   bearer, Background: background,
 		Store: data, Keys: keys, PrivateReads: !cfg.publicReads,
 		RateLimit: cfg.rateLimit, RateBurst: int(cfg.rateBurst), Logger: logger, AccessLog: accessLog(logs, cfg.logLevel), LogProbes: cfg.logLevel <= slog.LevelDebug,
 		MaxBodyBytes:   cfg.maxBodyBytes,
@@ -213,6 +222,17 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, lookupEnv f
 
 	go sweepExpired(background, observedStore, sweepInterval, logger) // observed: its calls are timed too
 	go purgeDeleted(background, observedStore, purgeInterval(cfg.deletedRetention), logger)
+	delivering := make(chan struct{})
+	go func() {
+		defer close(delivering)
+		webhooks.NewEngine(st, policy, cfg.webhooksSource, logger, webhookMetrics).Run(background)
+	}()
+	// Deliveries stop last, once no request is under way, and give their subscriptions up so that
+	// another replica takes them over at once.
+	defer func() {
+		stopBackground()
+		<-delivering
+	}()
 
 	select {
 	case err := <-served:

@@ -86,6 +86,15 @@ func RPCClient(baseURL string, p RPCProtocol, key string, extra ...connect.Clien
 	return usersv1connect.NewUsersClient(H2CClient, baseURL, opts...)
 }
 
+// WebhooksClient is RPCClient for the Webhooks service.
+func WebhooksClient(baseURL string, p RPCProtocol, key string) usersv1connect.WebhooksClient {
+	opts := slices.Clone(p.Opts)
+	if key != "" {
+		opts = append(opts, rpcWithKey(key))
+	}
+	return usersv1connect.NewWebhooksClient(H2CClient, baseURL, opts...)
+}
+
 // RPCLeakWords are fragments of store, driver or Go detail that no error message may contain: the
 // last three are how Go type names of generated messages read (*usersv1.GetUserRequest).
 var RPCLeakWords = []string{"sql", "database", "driver", "constraint", "no rows", "syntax error", "goroutine", "panic",

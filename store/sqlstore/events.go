@@ -20,7 +20,7 @@ const (
 	readEventsQuery = `
 		SELECT w.through, COALESCE((SELECT MAX(sequence) FROM user_events), w.through),
 		       e.sequence, e.kind, e.user_id, e.name, e.role, e.previous_role, e.created_at, e.updated_at, e.version, e.actor, e.actor_type,
-		       e.user_name, e.given_name, e.family_name, e.email, e.external_id, e.active, e.labels, e.delete_time, e.purge_time
+		       e.user_name, e.given_name, e.family_name, e.email, e.external_id, e.active, e.labels, e.delete_time, e.purge_time, e.at
 		FROM user_events_swept w
 		LEFT JOIN (SELECT * FROM user_events WHERE sequence > $1 ORDER BY sequence LIMIT $2) e ON TRUE`
 	// oldestEventsQuery reads the oldest $1 changes' sequences and times, for the sweep.
@@ -48,9 +48,9 @@ func (s *Store) UserEvents(ctx context.Context, after int64, limit int) (_ store
 		var name, role, previousRole, actor sql.NullString
 		var userName, givenName, familyName, email, externalID, labelsText sql.NullString
 		var active sql.NullBool
-		var deleted, purge sql.NullInt64
+		var deleted, purge, at sql.NullInt64
 		if err := rows.Scan(&swept, &out.Latest, &sequence, &kind, &userID, &name, &role, &previousRole, &created, &updated, &version, &actor, &actorType,
-			&userName, &givenName, &familyName, &email, &externalID, &active, &labelsText, &deleted, &purge); err != nil {
+			&userName, &givenName, &familyName, &email, &externalID, &active, &labelsText, &deleted, &purge, &at); err != nil {
 			return store.UserEvents{}, fmt.Errorf("read user events after %d: %w", after, err)
 		}
 		if !sequence.Valid {
@@ -74,6 +74,7 @@ func (s *Store) UserEvents(ctx context.Context, after int64, limit int) (_ store
 			},
 			PreviousRole: previousRole.String,
 			Actor:        store.Actor{Name: actor.String, Type: store.ActorType(actorType.Int64)},
+			At:           fromMicros(at.Int64),
 		})
 	}
 	if err := rows.Err(); err != nil {
@@ -106,6 +107,12 @@ func (s *Store) DeleteExpiredUserEvents(ctx context.Context, limit int) (_ int, 
 	deleted := 0
 	// Not batched: a sweep deletes up to limit rows, and the requests' writes must not wait for it.
 	err = inTx(ctx, s.writer, nil, func(tx *sql.Tx) error {
+		// What an enabled webhook subscription has not been sent yet stays, up to WebhookOwedTTL.
+		var owed sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT MIN(delivered) FROM webhooks WHERE enabled`).Scan(&owed); err != nil {
+			return err
+		}
+		owedCutoff := micros(s.now().Add(-store.WebhookOwedTTL))
 		rows, err := tx.QueryContext(ctx, oldestEventsQuery, limit)
 		if err != nil {
 			return err
@@ -117,7 +124,7 @@ func (s *Store) DeleteExpiredUserEvents(ctx context.Context, limit int) (_ int, 
 				rows.Close()
 				return err
 			}
-			if at >= cutoff {
+			if at >= cutoff || owed.Valid && sequence > owed.Int64 && at >= owedCutoff {
 				break
 			}
 			through = sequence

@@ -84,6 +84,12 @@ func Run(t *testing.T, open func(t *testing.T, now func() time.Time) store.Store
 		{"a reader following the log under concurrent writers misses nothing", ignoreClock(testEventOrderUnderConcurrentWrites)},
 		{"a write of a user wakes whoever waits for changes", ignoreClock(testEventNotices)},
 	}
+	for _, c := range webhookCases {
+		cases = append(cases, struct {
+			name string
+			test func(t *testing.T, s store.Store, clock *Clock)
+		}{c.name, func(t *testing.T, s store.Store, clock *Clock) { c.test(t, s, webhooksOf(t, s), clock) }})
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			clock := &Clock{}

@@ -14,6 +14,7 @@ package usersv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -1843,11 +1844,998 @@ func (x *UserEvent) GetActorType() UserEvent_ActorType {
 	return UserEvent_ACTOR_TYPE_UNSPECIFIED
 }
 
+// Webhook is a subscription.
+type Webhook struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only: its identifier, given by the service.
+	Id int32 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Where the changes are sent: an https URL (http on loopback only when the server allows it) of
+	// at most 2,048 characters, without user information or a fragment.
+	Url string `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	// The CloudEvents types to send: dev.usersd.user.created, .updated, .deleted, .undeleted and
+	// .purged. Empty sends them all.
+	Types []string `protobuf:"bytes,3,rep,name=types,proto3" json:"types,omitempty"`
+	// When set, only the changes of users that have this role, or had it before the change.
+	Role string `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
+	// Whether changes are being sent. A subscription is disabled by UpdateWebhook, by a receiver's
+	// answer of 410 Gone, or after 72 hours of failed attempts; enabling it again resumes where it
+	// stopped.
+	Enabled bool `protobuf:"varint,5,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// Output only: why the service disabled the subscription; empty while it is enabled or when a
+	// caller disabled it.
+	DisabledReason string `protobuf:"bytes,6,opt,name=disabled_reason,json=disabledReason,proto3" json:"disabled_reason,omitempty"`
+	// Output only: every change up to this sequence has been delivered (or was not one for this
+	// subscription).
+	DeliveredSequence int64 `protobuf:"varint,7,opt,name=delivered_sequence,json=deliveredSequence,proto3" json:"delivered_sequence,omitempty"`
+	// Output only: the sequence of the newest change in the log, so that the lag is the difference.
+	LatestSequence int64 `protobuf:"varint,8,opt,name=latest_sequence,json=latestSequence,proto3" json:"latest_sequence,omitempty"`
+	// Output only: failed attempts since the last delivery.
+	FailedAttempts int32 `protobuf:"varint,9,opt,name=failed_attempts,json=failedAttempts,proto3" json:"failed_attempts,omitempty"`
+	// Output only: when the next attempt is due while the receiver is failing.
+	NextAttemptTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=next_attempt_time,json=nextAttemptTime,proto3" json:"next_attempt_time,omitempty"`
+	// Output only.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// Output only.
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// Output only: the signing secret (whsec_ and base64), in the answers of CreateWebhook and
+	// RotateWebhookSecret alone.
+	Secret        string `protobuf:"bytes,13,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Webhook) Reset() {
+	*x = Webhook{}
+	mi := &file_users_v1_users_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Webhook) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Webhook) ProtoMessage() {}
+
+func (x *Webhook) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Webhook.ProtoReflect.Descriptor instead.
+func (*Webhook) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Webhook) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Webhook) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Webhook) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *Webhook) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Webhook) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *Webhook) GetDisabledReason() string {
+	if x != nil {
+		return x.DisabledReason
+	}
+	return ""
+}
+
+func (x *Webhook) GetDeliveredSequence() int64 {
+	if x != nil {
+		return x.DeliveredSequence
+	}
+	return 0
+}
+
+func (x *Webhook) GetLatestSequence() int64 {
+	if x != nil {
+		return x.LatestSequence
+	}
+	return 0
+}
+
+func (x *Webhook) GetFailedAttempts() int32 {
+	if x != nil {
+		return x.FailedAttempts
+	}
+	return 0
+}
+
+func (x *Webhook) GetNextAttemptTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptTime
+	}
+	return nil
+}
+
+func (x *Webhook) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Webhook) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *Webhook) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+// CreateWebhookRequest carries the subscription to make.
+type CreateWebhookRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// url, types and role are read; the other fields are ignored.
+	Webhook       *Webhook `protobuf:"bytes,1,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWebhookRequest) Reset() {
+	*x = CreateWebhookRequest{}
+	mi := &file_users_v1_users_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWebhookRequest) ProtoMessage() {}
+
+func (x *CreateWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWebhookRequest.ProtoReflect.Descriptor instead.
+func (*CreateWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CreateWebhookRequest) GetWebhook() *Webhook {
+	if x != nil {
+		return x.Webhook
+	}
+	return nil
+}
+
+// CreateWebhookResponse carries the subscription made, with its secret.
+type CreateWebhookResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Webhook       *Webhook               `protobuf:"bytes,1,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWebhookResponse) Reset() {
+	*x = CreateWebhookResponse{}
+	mi := &file_users_v1_users_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWebhookResponse) ProtoMessage() {}
+
+func (x *CreateWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWebhookResponse.ProtoReflect.Descriptor instead.
+func (*CreateWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CreateWebhookResponse) GetWebhook() *Webhook {
+	if x != nil {
+		return x.Webhook
+	}
+	return nil
+}
+
+// ListWebhooksRequest asks for every subscription.
+type ListWebhooksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhooksRequest) Reset() {
+	*x = ListWebhooksRequest{}
+	mi := &file_users_v1_users_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhooksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhooksRequest) ProtoMessage() {}
+
+func (x *ListWebhooksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhooksRequest.ProtoReflect.Descriptor instead.
+func (*ListWebhooksRequest) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{29}
+}
+
+// ListWebhooksResponse carries every subscription, oldest first.
+type ListWebhooksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Webhooks      []*Webhook             `protobuf:"bytes,1,rep,name=webhooks,proto3" json:"webhooks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhooksResponse) Reset() {
+	*x = ListWebhooksResponse{}
+	mi := &file_users_v1_users_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhooksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhooksResponse) ProtoMessage() {}
+
+func (x *ListWebhooksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhooksResponse.ProtoReflect.Descriptor instead.
+func (*ListWebhooksResponse) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListWebhooksResponse) GetWebhooks() []*Webhook {
+	if x != nil {
+		return x.Webhooks
+	}
+	return nil
+}
+
+// GetWebhookRequest names a subscription.
+type GetWebhookRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWebhookRequest) Reset() {
+	*x = GetWebhookRequest{}
+	mi := &file_users_v1_users_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWebhookRequest) ProtoMessage() {}
+
+func (x *GetWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWebhookRequest.ProtoReflect.Descriptor instead.
+func (*GetWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetWebhookRequest) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+// GetWebhookResponse carries the subscription.
+type GetWebhookResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Webhook       *Webhook               `protobuf:"bytes,1,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWebhookResponse) Reset() {
+	*x = GetWebhookResponse{}
+	mi := &file_users_v1_users_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWebhookResponse) ProtoMessage() {}
+
+func (x *GetWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWebhookResponse.ProtoReflect.Descriptor instead.
+func (*GetWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetWebhookResponse) GetWebhook() *Webhook {
+	if x != nil {
+		return x.Webhook
+	}
+	return nil
+}
+
+// UpdateWebhookRequest sets some fields of a subscription.
+type UpdateWebhookRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The new values of the fields named in update_mask.
+	Webhook *Webhook `protobuf:"bytes,2,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	// The fields to set: "url", "types", "role", "enabled". Unset means every one of them that
+	// webhook populates (so a disable, enabled false, names "enabled"; REST's PATCH names the fields
+	// its body holds).
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateWebhookRequest) Reset() {
+	*x = UpdateWebhookRequest{}
+	mi := &file_users_v1_users_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateWebhookRequest) ProtoMessage() {}
+
+func (x *UpdateWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateWebhookRequest.ProtoReflect.Descriptor instead.
+func (*UpdateWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *UpdateWebhookRequest) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *UpdateWebhookRequest) GetWebhook() *Webhook {
+	if x != nil {
+		return x.Webhook
+	}
+	return nil
+}
+
+func (x *UpdateWebhookRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateWebhookResponse carries the subscription as updated.
+type UpdateWebhookResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Webhook       *Webhook               `protobuf:"bytes,1,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateWebhookResponse) Reset() {
+	*x = UpdateWebhookResponse{}
+	mi := &file_users_v1_users_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateWebhookResponse) ProtoMessage() {}
+
+func (x *UpdateWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateWebhookResponse.ProtoReflect.Descriptor instead.
+func (*UpdateWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *UpdateWebhookResponse) GetWebhook() *Webhook {
+	if x != nil {
+		return x.Webhook
+	}
+	return nil
+}
+
+// DeleteWebhookRequest names the subscription to end.
+type DeleteWebhookRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteWebhookRequest) Reset() {
+	*x = DeleteWebhookRequest{}
+	mi := &file_users_v1_users_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteWebhookRequest) ProtoMessage() {}
+
+func (x *DeleteWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteWebhookRequest.ProtoReflect.Descriptor instead.
+func (*DeleteWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DeleteWebhookRequest) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+// DeleteWebhookResponse is empty.
+type DeleteWebhookResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteWebhookResponse) Reset() {
+	*x = DeleteWebhookResponse{}
+	mi := &file_users_v1_users_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteWebhookResponse) ProtoMessage() {}
+
+func (x *DeleteWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteWebhookResponse.ProtoReflect.Descriptor instead.
+func (*DeleteWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{36}
+}
+
+// RotateWebhookSecretRequest names the subscription whose secret is made anew.
+type RotateWebhookSecretRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateWebhookSecretRequest) Reset() {
+	*x = RotateWebhookSecretRequest{}
+	mi := &file_users_v1_users_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateWebhookSecretRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateWebhookSecretRequest) ProtoMessage() {}
+
+func (x *RotateWebhookSecretRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateWebhookSecretRequest.ProtoReflect.Descriptor instead.
+func (*RotateWebhookSecretRequest) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *RotateWebhookSecretRequest) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+// RotateWebhookSecretResponse carries the subscription with its new secret.
+type RotateWebhookSecretResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Webhook       *Webhook               `protobuf:"bytes,1,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateWebhookSecretResponse) Reset() {
+	*x = RotateWebhookSecretResponse{}
+	mi := &file_users_v1_users_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateWebhookSecretResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateWebhookSecretResponse) ProtoMessage() {}
+
+func (x *RotateWebhookSecretResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateWebhookSecretResponse.ProtoReflect.Descriptor instead.
+func (*RotateWebhookSecretResponse) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *RotateWebhookSecretResponse) GetWebhook() *Webhook {
+	if x != nil {
+		return x.Webhook
+	}
+	return nil
+}
+
+// ListWebhookDeliveriesRequest names the subscription.
+type ListWebhookDeliveriesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhookDeliveriesRequest) Reset() {
+	*x = ListWebhookDeliveriesRequest{}
+	mi := &file_users_v1_users_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhookDeliveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhookDeliveriesRequest) ProtoMessage() {}
+
+func (x *ListWebhookDeliveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhookDeliveriesRequest.ProtoReflect.Descriptor instead.
+func (*ListWebhookDeliveriesRequest) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListWebhookDeliveriesRequest) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+// ListWebhookDeliveriesResponse carries the recent attempts, newest first: at most 100.
+type ListWebhookDeliveriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deliveries    []*WebhookDelivery     `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhookDeliveriesResponse) Reset() {
+	*x = ListWebhookDeliveriesResponse{}
+	mi := &file_users_v1_users_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhookDeliveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhookDeliveriesResponse) ProtoMessage() {}
+
+func (x *ListWebhookDeliveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhookDeliveriesResponse.ProtoReflect.Descriptor instead.
+func (*ListWebhookDeliveriesResponse) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ListWebhookDeliveriesResponse) GetDeliveries() []*WebhookDelivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
+// WebhookDelivery is one attempt to deliver one change.
+type WebhookDelivery struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The change's sequence, also the event's id and its webhook-id.
+	Sequence int64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// The receiver's HTTP status; 0 when none came (a refused address, a timeout, a broken connection).
+	Status int32 `protobuf:"varint,2,opt,name=status,proto3" json:"status,omitempty"`
+	// How long the attempt took.
+	Latency *durationpb.Duration `protobuf:"bytes,3,opt,name=latency,proto3" json:"latency,omitempty"`
+	// Why the attempt failed; empty when it was delivered.
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// When the attempt began.
+	AttemptTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=attempt_time,json=attemptTime,proto3" json:"attempt_time,omitempty"`
+	// When the change will be tried again; unset when it was delivered or will not be tried again.
+	NextAttemptTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=next_attempt_time,json=nextAttemptTime,proto3" json:"next_attempt_time,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *WebhookDelivery) Reset() {
+	*x = WebhookDelivery{}
+	mi := &file_users_v1_users_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WebhookDelivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WebhookDelivery) ProtoMessage() {}
+
+func (x *WebhookDelivery) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WebhookDelivery.ProtoReflect.Descriptor instead.
+func (*WebhookDelivery) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *WebhookDelivery) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *WebhookDelivery) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *WebhookDelivery) GetLatency() *durationpb.Duration {
+	if x != nil {
+		return x.Latency
+	}
+	return nil
+}
+
+func (x *WebhookDelivery) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *WebhookDelivery) GetAttemptTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AttemptTime
+	}
+	return nil
+}
+
+func (x *WebhookDelivery) GetNextAttemptTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptTime
+	}
+	return nil
+}
+
+// ReplayWebhookRequest says where to send from again.
+type ReplayWebhookRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Every change after this sequence is sent again (the change log keeps changes for at least 24
+	// hours; one swept from it cannot be sent).
+	AfterSequence int64 `protobuf:"varint,2,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayWebhookRequest) Reset() {
+	*x = ReplayWebhookRequest{}
+	mi := &file_users_v1_users_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayWebhookRequest) ProtoMessage() {}
+
+func (x *ReplayWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayWebhookRequest.ProtoReflect.Descriptor instead.
+func (*ReplayWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ReplayWebhookRequest) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ReplayWebhookRequest) GetAfterSequence() int64 {
+	if x != nil {
+		return x.AfterSequence
+	}
+	return 0
+}
+
+// ReplayWebhookResponse carries the subscription, its delivered_sequence moved back.
+type ReplayWebhookResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Webhook       *Webhook               `protobuf:"bytes,1,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayWebhookResponse) Reset() {
+	*x = ReplayWebhookResponse{}
+	mi := &file_users_v1_users_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayWebhookResponse) ProtoMessage() {}
+
+func (x *ReplayWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_users_v1_users_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayWebhookResponse.ProtoReflect.Descriptor instead.
+func (*ReplayWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_users_v1_users_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ReplayWebhookResponse) GetWebhook() *Webhook {
+	if x != nil {
+		return x.Webhook
+	}
+	return nil
+}
+
 var File_users_v1_users_proto protoreflect.FileDescriptor
 
 const file_users_v1_users_proto_rawDesc = "" +
 	"\n" +
-	"\x14users/v1/users.proto\x12\busers.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\" \n" +
+	"\x14users/v1/users.proto\x12\busers.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\" \n" +
 	"\x0eGetUserRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\"\xeb\x04\n" +
 	"\x04User\x12\x0e\n" +
@@ -1984,7 +2972,67 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\tActorType\x12\x1a\n" +
 	"\x16ACTOR_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12ACTOR_TYPE_API_KEY\x10\x01\x12\x14\n" +
-	"\x10ACTOR_TYPE_TOKEN\x10\x022\xf2\a\n" +
+	"\x10ACTOR_TYPE_TOKEN\x10\x02\"\xf3\x03\n" +
+	"\aWebhook\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12\x14\n" +
+	"\x05types\x18\x03 \x03(\tR\x05types\x12\x12\n" +
+	"\x04role\x18\x04 \x01(\tR\x04role\x12\x18\n" +
+	"\aenabled\x18\x05 \x01(\bR\aenabled\x12'\n" +
+	"\x0fdisabled_reason\x18\x06 \x01(\tR\x0edisabledReason\x12-\n" +
+	"\x12delivered_sequence\x18\a \x01(\x03R\x11deliveredSequence\x12'\n" +
+	"\x0flatest_sequence\x18\b \x01(\x03R\x0elatestSequence\x12'\n" +
+	"\x0ffailed_attempts\x18\t \x01(\x05R\x0efailedAttempts\x12F\n" +
+	"\x11next_attempt_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextAttemptTime\x12;\n" +
+	"\vcreate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x12\x16\n" +
+	"\x06secret\x18\r \x01(\tR\x06secret\"C\n" +
+	"\x14CreateWebhookRequest\x12+\n" +
+	"\awebhook\x18\x01 \x01(\v2\x11.users.v1.WebhookR\awebhook\"D\n" +
+	"\x15CreateWebhookResponse\x12+\n" +
+	"\awebhook\x18\x01 \x01(\v2\x11.users.v1.WebhookR\awebhook\"\x15\n" +
+	"\x13ListWebhooksRequest\"E\n" +
+	"\x14ListWebhooksResponse\x12-\n" +
+	"\bwebhooks\x18\x01 \x03(\v2\x11.users.v1.WebhookR\bwebhooks\"#\n" +
+	"\x11GetWebhookRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\"A\n" +
+	"\x12GetWebhookResponse\x12+\n" +
+	"\awebhook\x18\x01 \x01(\v2\x11.users.v1.WebhookR\awebhook\"\x90\x01\n" +
+	"\x14UpdateWebhookRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\x12+\n" +
+	"\awebhook\x18\x02 \x01(\v2\x11.users.v1.WebhookR\awebhook\x12;\n" +
+	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"D\n" +
+	"\x15UpdateWebhookResponse\x12+\n" +
+	"\awebhook\x18\x01 \x01(\v2\x11.users.v1.WebhookR\awebhook\"&\n" +
+	"\x14DeleteWebhookRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\"\x17\n" +
+	"\x15DeleteWebhookResponse\",\n" +
+	"\x1aRotateWebhookSecretRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\"J\n" +
+	"\x1bRotateWebhookSecretResponse\x12+\n" +
+	"\awebhook\x18\x01 \x01(\v2\x11.users.v1.WebhookR\awebhook\".\n" +
+	"\x1cListWebhookDeliveriesRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\"Z\n" +
+	"\x1dListWebhookDeliveriesResponse\x129\n" +
+	"\n" +
+	"deliveries\x18\x01 \x03(\v2\x19.users.v1.WebhookDeliveryR\n" +
+	"deliveries\"\x97\x02\n" +
+	"\x0fWebhookDelivery\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\x05R\x06status\x123\n" +
+	"\alatency\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12=\n" +
+	"\fattempt_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vattemptTime\x12F\n" +
+	"\x11next_attempt_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextAttemptTime\"M\n" +
+	"\x14ReplayWebhookRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\x12%\n" +
+	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"D\n" +
+	"\x15ReplayWebhookResponse\x12+\n" +
+	"\awebhook\x18\x01 \x01(\v2\x11.users.v1.WebhookR\awebhook2\xf2\a\n" +
 	"\x05Users\x128\n" +
 	"\aGetUser\x12\x18.users.v1.GetUserRequest\x1a\x0e.users.v1.User\"\x03\x90\x02\x01\x12I\n" +
 	"\tListUsers\x12\x1a.users.v1.ListUsersRequest\x1a\x1b.users.v1.ListUsersResponse\"\x03\x90\x02\x01\x12G\n" +
@@ -2002,7 +3050,17 @@ const file_users_v1_users_proto_rawDesc = "" +
 	"\rListUserPosts\x12\x1e.users.v1.ListUserPostsRequest\x1a\x1f.users.v1.ListUserPostsResponse\"\x03\x90\x02\x01\x12S\n" +
 	"\x0eCreateUserPost\x12\x1f.users.v1.CreateUserPostRequest\x1a .users.v1.CreateUserPostResponse\x12E\n" +
 	"\n" +
-	"WatchUsers\x12\x1b.users.v1.WatchUsersRequest\x1a\x13.users.v1.UserEvent\"\x03\x90\x02\x010\x01Bx\n" +
+	"WatchUsers\x12\x1b.users.v1.WatchUsersRequest\x1a\x13.users.v1.UserEvent\"\x03\x90\x02\x010\x012\xc7\x05\n" +
+	"\bWebhooks\x12P\n" +
+	"\rCreateWebhook\x12\x1e.users.v1.CreateWebhookRequest\x1a\x1f.users.v1.CreateWebhookResponse\x12R\n" +
+	"\fListWebhooks\x12\x1d.users.v1.ListWebhooksRequest\x1a\x1e.users.v1.ListWebhooksResponse\"\x03\x90\x02\x01\x12L\n" +
+	"\n" +
+	"GetWebhook\x12\x1b.users.v1.GetWebhookRequest\x1a\x1c.users.v1.GetWebhookResponse\"\x03\x90\x02\x01\x12P\n" +
+	"\rUpdateWebhook\x12\x1e.users.v1.UpdateWebhookRequest\x1a\x1f.users.v1.UpdateWebhookResponse\x12P\n" +
+	"\rDeleteWebhook\x12\x1e.users.v1.DeleteWebhookRequest\x1a\x1f.users.v1.DeleteWebhookResponse\x12b\n" +
+	"\x13RotateWebhookSecret\x12$.users.v1.RotateWebhookSecretRequest\x1a%.users.v1.RotateWebhookSecretResponse\x12m\n" +
+	"\x15ListWebhookDeliveries\x12&.users.v1.ListWebhookDeliveriesRequest\x1a'.users.v1.ListWebhookDeliveriesResponse\"\x03\x90\x02\x01\x12P\n" +
+	"\rReplayWebhook\x12\x1e.users.v1.ReplayWebhookRequest\x1a\x1f.users.v1.ReplayWebhookResponseBx\n" +
 	"\fcom.users.v1B\n" +
 	"UsersProtoP\x01Z\x1busersd/gen/users/v1;usersv1\xa2\x02\x03UXX\xaa\x02\bUsers.V1\xca\x02\bUsers\\V1\xe2\x02\x14Users\\V1\\GPBMetadata\xea\x02\tUsers::V1b\x06proto3"
 
@@ -2019,54 +3077,73 @@ func file_users_v1_users_proto_rawDescGZIP() []byte {
 }
 
 var file_users_v1_users_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_users_v1_users_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_users_v1_users_proto_goTypes = []any{
-	(UserEvent_Kind)(0),              // 0: users.v1.UserEvent.Kind
-	(UserEvent_ActorType)(0),         // 1: users.v1.UserEvent.ActorType
-	(*GetUserRequest)(nil),           // 2: users.v1.GetUserRequest
-	(*User)(nil),                     // 3: users.v1.User
-	(*Post)(nil),                     // 4: users.v1.Post
-	(*ListUsersRequest)(nil),         // 5: users.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),        // 6: users.v1.ListUsersResponse
-	(*CreateUserRequest)(nil),        // 7: users.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),       // 8: users.v1.CreateUserResponse
-	(*ReplaceUserRequest)(nil),       // 9: users.v1.ReplaceUserRequest
-	(*ReplaceUserResponse)(nil),      // 10: users.v1.ReplaceUserResponse
-	(*UpdateUserRequest)(nil),        // 11: users.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),       // 12: users.v1.UpdateUserResponse
-	(*DeleteUserRequest)(nil),        // 13: users.v1.DeleteUserRequest
-	(*DeleteUserResponse)(nil),       // 14: users.v1.DeleteUserResponse
-	(*UndeleteUserRequest)(nil),      // 15: users.v1.UndeleteUserRequest
-	(*BatchGetUsersRequest)(nil),     // 16: users.v1.BatchGetUsersRequest
-	(*BatchGetUsersResponse)(nil),    // 17: users.v1.BatchGetUsersResponse
-	(*BatchCreateUsersRequest)(nil),  // 18: users.v1.BatchCreateUsersRequest
-	(*BatchCreateUsersResponse)(nil), // 19: users.v1.BatchCreateUsersResponse
-	(*BatchDeleteUsersRequest)(nil),  // 20: users.v1.BatchDeleteUsersRequest
-	(*BatchDeleteUsersResponse)(nil), // 21: users.v1.BatchDeleteUsersResponse
-	(*ListUserPostsRequest)(nil),     // 22: users.v1.ListUserPostsRequest
-	(*ListUserPostsResponse)(nil),    // 23: users.v1.ListUserPostsResponse
-	(*CreateUserPostRequest)(nil),    // 24: users.v1.CreateUserPostRequest
-	(*CreateUserPostResponse)(nil),   // 25: users.v1.CreateUserPostResponse
-	(*WatchUsersRequest)(nil),        // 26: users.v1.WatchUsersRequest
-	(*UserEvent)(nil),                // 27: users.v1.UserEvent
-	nil,                              // 28: users.v1.User.LabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 29: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),    // 30: google.protobuf.FieldMask
+	(UserEvent_Kind)(0),                   // 0: users.v1.UserEvent.Kind
+	(UserEvent_ActorType)(0),              // 1: users.v1.UserEvent.ActorType
+	(*GetUserRequest)(nil),                // 2: users.v1.GetUserRequest
+	(*User)(nil),                          // 3: users.v1.User
+	(*Post)(nil),                          // 4: users.v1.Post
+	(*ListUsersRequest)(nil),              // 5: users.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),             // 6: users.v1.ListUsersResponse
+	(*CreateUserRequest)(nil),             // 7: users.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),            // 8: users.v1.CreateUserResponse
+	(*ReplaceUserRequest)(nil),            // 9: users.v1.ReplaceUserRequest
+	(*ReplaceUserResponse)(nil),           // 10: users.v1.ReplaceUserResponse
+	(*UpdateUserRequest)(nil),             // 11: users.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),            // 12: users.v1.UpdateUserResponse
+	(*DeleteUserRequest)(nil),             // 13: users.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),            // 14: users.v1.DeleteUserResponse
+	(*UndeleteUserRequest)(nil),           // 15: users.v1.UndeleteUserRequest
+	(*BatchGetUsersRequest)(nil),          // 16: users.v1.BatchGetUsersRequest
+	(*BatchGetUsersResponse)(nil),         // 17: users.v1.BatchGetUsersResponse
+	(*BatchCreateUsersRequest)(nil),       // 18: users.v1.BatchCreateUsersRequest
+	(*BatchCreateUsersResponse)(nil),      // 19: users.v1.BatchCreateUsersResponse
+	(*BatchDeleteUsersRequest)(nil),       // 20: users.v1.BatchDeleteUsersRequest
+	(*BatchDeleteUsersResponse)(nil),      // 21: users.v1.BatchDeleteUsersResponse
+	(*ListUserPostsRequest)(nil),          // 22: users.v1.ListUserPostsRequest
+	(*ListUserPostsResponse)(nil),         // 23: users.v1.ListUserPostsResponse
+	(*CreateUserPostRequest)(nil),         // 24: users.v1.CreateUserPostRequest
+	(*CreateUserPostResponse)(nil),        // 25: users.v1.CreateUserPostResponse
+	(*WatchUsersRequest)(nil),             // 26: users.v1.WatchUsersRequest
+	(*UserEvent)(nil),                     // 27: users.v1.UserEvent
+	(*Webhook)(nil),                       // 28: users.v1.Webhook
+	(*CreateWebhookRequest)(nil),          // 29: users.v1.CreateWebhookRequest
+	(*CreateWebhookResponse)(nil),         // 30: users.v1.CreateWebhookResponse
+	(*ListWebhooksRequest)(nil),           // 31: users.v1.ListWebhooksRequest
+	(*ListWebhooksResponse)(nil),          // 32: users.v1.ListWebhooksResponse
+	(*GetWebhookRequest)(nil),             // 33: users.v1.GetWebhookRequest
+	(*GetWebhookResponse)(nil),            // 34: users.v1.GetWebhookResponse
+	(*UpdateWebhookRequest)(nil),          // 35: users.v1.UpdateWebhookRequest
+	(*UpdateWebhookResponse)(nil),         // 36: users.v1.UpdateWebhookResponse
+	(*DeleteWebhookRequest)(nil),          // 37: users.v1.DeleteWebhookRequest
+	(*DeleteWebhookResponse)(nil),         // 38: users.v1.DeleteWebhookResponse
+	(*RotateWebhookSecretRequest)(nil),    // 39: users.v1.RotateWebhookSecretRequest
+	(*RotateWebhookSecretResponse)(nil),   // 40: users.v1.RotateWebhookSecretResponse
+	(*ListWebhookDeliveriesRequest)(nil),  // 41: users.v1.ListWebhookDeliveriesRequest
+	(*ListWebhookDeliveriesResponse)(nil), // 42: users.v1.ListWebhookDeliveriesResponse
+	(*WebhookDelivery)(nil),               // 43: users.v1.WebhookDelivery
+	(*ReplayWebhookRequest)(nil),          // 44: users.v1.ReplayWebhookRequest
+	(*ReplayWebhookResponse)(nil),         // 45: users.v1.ReplayWebhookResponse
+	nil,                                   // 46: users.v1.User.LabelsEntry
+	(*timestamppb.Timestamp)(nil),         // 47: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),         // 48: google.protobuf.FieldMask
+	(*durationpb.Duration)(nil),           // 49: google.protobuf.Duration
 }
 var file_users_v1_users_proto_depIdxs = []int32{
-	29, // 0: users.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	29, // 1: users.v1.User.updated_at:type_name -> google.protobuf.Timestamp
-	28, // 2: users.v1.User.labels:type_name -> users.v1.User.LabelsEntry
-	29, // 3: users.v1.User.delete_time:type_name -> google.protobuf.Timestamp
-	29, // 4: users.v1.User.purge_time:type_name -> google.protobuf.Timestamp
-	29, // 5: users.v1.Post.created_at:type_name -> google.protobuf.Timestamp
+	47, // 0: users.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	47, // 1: users.v1.User.updated_at:type_name -> google.protobuf.Timestamp
+	46, // 2: users.v1.User.labels:type_name -> users.v1.User.LabelsEntry
+	47, // 3: users.v1.User.delete_time:type_name -> google.protobuf.Timestamp
+	47, // 4: users.v1.User.purge_time:type_name -> google.protobuf.Timestamp
+	47, // 5: users.v1.Post.created_at:type_name -> google.protobuf.Timestamp
 	3,  // 6: users.v1.ListUsersResponse.users:type_name -> users.v1.User
 	3,  // 7: users.v1.CreateUserRequest.user:type_name -> users.v1.User
 	3,  // 8: users.v1.CreateUserResponse.user:type_name -> users.v1.User
 	3,  // 9: users.v1.ReplaceUserRequest.user:type_name -> users.v1.User
 	3,  // 10: users.v1.ReplaceUserResponse.user:type_name -> users.v1.User
 	3,  // 11: users.v1.UpdateUserRequest.user:type_name -> users.v1.User
-	30, // 12: users.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	48, // 12: users.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
 	3,  // 13: users.v1.UpdateUserResponse.user:type_name -> users.v1.User
 	3,  // 14: users.v1.DeleteUserResponse.user:type_name -> users.v1.User
 	3,  // 15: users.v1.BatchGetUsersResponse.users:type_name -> users.v1.User
@@ -2079,37 +3156,69 @@ var file_users_v1_users_proto_depIdxs = []int32{
 	0,  // 22: users.v1.UserEvent.kind:type_name -> users.v1.UserEvent.Kind
 	3,  // 23: users.v1.UserEvent.user:type_name -> users.v1.User
 	1,  // 24: users.v1.UserEvent.actor_type:type_name -> users.v1.UserEvent.ActorType
-	2,  // 25: users.v1.Users.GetUser:input_type -> users.v1.GetUserRequest
-	5,  // 26: users.v1.Users.ListUsers:input_type -> users.v1.ListUsersRequest
-	7,  // 27: users.v1.Users.CreateUser:input_type -> users.v1.CreateUserRequest
-	9,  // 28: users.v1.Users.ReplaceUser:input_type -> users.v1.ReplaceUserRequest
-	11, // 29: users.v1.Users.UpdateUser:input_type -> users.v1.UpdateUserRequest
-	13, // 30: users.v1.Users.DeleteUser:input_type -> users.v1.DeleteUserRequest
-	15, // 31: users.v1.Users.UndeleteUser:input_type -> users.v1.UndeleteUserRequest
-	16, // 32: users.v1.Users.BatchGetUsers:input_type -> users.v1.BatchGetUsersRequest
-	18, // 33: users.v1.Users.BatchCreateUsers:input_type -> users.v1.BatchCreateUsersRequest
-	20, // 34: users.v1.Users.BatchDeleteUsers:input_type -> users.v1.BatchDeleteUsersRequest
-	22, // 35: users.v1.Users.ListUserPosts:input_type -> users.v1.ListUserPostsRequest
-	24, // 36: users.v1.Users.CreateUserPost:input_type -> users.v1.CreateUserPostRequest
-	26, // 37: users.v1.Users.WatchUsers:input_type -> users.v1.WatchUsersRequest
-	3,  // 38: users.v1.Users.GetUser:output_type -> users.v1.User
-	6,  // 39: users.v1.Users.ListUsers:output_type -> users.v1.ListUsersResponse
-	8,  // 40: users.v1.Users.CreateUser:output_type -> users.v1.CreateUserResponse
-	10, // 41: users.v1.Users.ReplaceUser:output_type -> users.v1.ReplaceUserResponse
-	12, // 42: users.v1.Users.UpdateUser:output_type -> users.v1.UpdateUserResponse
-	14, // 43: users.v1.Users.DeleteUser:output_type -> users.v1.DeleteUserResponse
-	3,  // 44: users.v1.Users.UndeleteUser:output_type -> users.v1.User
-	17, // 45: users.v1.Users.BatchGetUsers:output_type -> users.v1.BatchGetUsersResponse
-	19, // 46: users.v1.Users.BatchCreateUsers:output_type -> users.v1.BatchCreateUsersResponse
-	21, // 47: users.v1.Users.BatchDeleteUsers:output_type -> users.v1.BatchDeleteUsersResponse
-	23, // 48: users.v1.Users.ListUserPosts:output_type -> users.v1.ListUserPostsResponse
-	25, // 49: users.v1.Users.CreateUserPost:output_type -> users.v1.CreateUserPostResponse
-	27, // 50: users.v1.Users.WatchUsers:output_type -> users.v1.UserEvent
-	38, // [38:51] is the sub-list for method output_type
-	25, // [25:38] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	47, // 25: users.v1.Webhook.next_attempt_time:type_name -> google.protobuf.Timestamp
+	47, // 26: users.v1.Webhook.create_time:type_name -> google.protobuf.Timestamp
+	47, // 27: users.v1.Webhook.update_time:type_name -> google.protobuf.Timestamp
+	28, // 28: users.v1.CreateWebhookRequest.webhook:type_name -> users.v1.Webhook
+	28, // 29: users.v1.CreateWebhookResponse.webhook:type_name -> users.v1.Webhook
+	28, // 30: users.v1.ListWebhooksResponse.webhooks:type_name -> users.v1.Webhook
+	28, // 31: users.v1.GetWebhookResponse.webhook:type_name -> users.v1.Webhook
+	28, // 32: users.v1.UpdateWebhookRequest.webhook:type_name -> users.v1.Webhook
+	48, // 33: users.v1.UpdateWebhookRequest.update_mask:type_name -> google.protobuf.FieldMask
+	28, // 34: users.v1.UpdateWebhookResponse.webhook:type_name -> users.v1.Webhook
+	28, // 35: users.v1.RotateWebhookSecretResponse.webhook:type_name -> users.v1.Webhook
+	43, // 36: users.v1.ListWebhookDeliveriesResponse.deliveries:type_name -> users.v1.WebhookDelivery
+	49, // 37: users.v1.WebhookDelivery.latency:type_name -> google.protobuf.Duration
+	47, // 38: users.v1.WebhookDelivery.attempt_time:type_name -> google.protobuf.Timestamp
+	47, // 39: users.v1.WebhookDelivery.next_attempt_time:type_name -> google.protobuf.Timestamp
+	28, // 40: users.v1.ReplayWebhookResponse.webhook:type_name -> users.v1.Webhook
+	2,  // 41: users.v1.Users.GetUser:input_type -> users.v1.GetUserRequest
+	5,  // 42: users.v1.Users.ListUsers:input_type -> users.v1.ListUsersRequest
+	7,  // 43: users.v1.Users.CreateUser:input_type -> users.v1.CreateUserRequest
+	9,  // 44: users.v1.Users.ReplaceUser:input_type -> users.v1.ReplaceUserRequest
+	11, // 45: users.v1.Users.UpdateUser:input_type -> users.v1.UpdateUserRequest
+	13, // 46: users.v1.Users.DeleteUser:input_type -> users.v1.DeleteUserRequest
+	15, // 47: users.v1.Users.UndeleteUser:input_type -> users.v1.UndeleteUserRequest
+	16, // 48: users.v1.Users.BatchGetUsers:input_type -> users.v1.BatchGetUsersRequest
+	18, // 49: users.v1.Users.BatchCreateUsers:input_type -> users.v1.BatchCreateUsersRequest
+	20, // 50: users.v1.Users.BatchDeleteUsers:input_type -> users.v1.BatchDeleteUsersRequest
+	22, // 51: users.v1.Users.ListUserPosts:input_type -> users.v1.ListUserPostsRequest
+	24, // 52: users.v1.Users.CreateUserPost:input_type -> users.v1.CreateUserPostRequest
+	26, // 53: users.v1.Users.WatchUsers:input_type -> users.v1.WatchUsersRequest
+	29, // 54: users.v1.Webhooks.CreateWebhook:input_type -> users.v1.CreateWebhookRequest
+	31, // 55: users.v1.Webhooks.ListWebhooks:input_type -> users.v1.ListWebhooksRequest
+	33, // 56: users.v1.Webhooks.GetWebhook:input_type -> users.v1.GetWebhookRequest
+	35, // 57: users.v1.Webhooks.UpdateWebhook:input_type -> users.v1.UpdateWebhookRequest
+	37, // 58: users.v1.Webhooks.DeleteWebhook:input_type -> users.v1.DeleteWebhookRequest
+	39, // 59: users.v1.Webhooks.RotateWebhookSecret:input_type -> users.v1.RotateWebhookSecretRequest
+	41, // 60: users.v1.Webhooks.ListWebhookDeliveries:input_type -> users.v1.ListWebhookDeliveriesRequest
+	44, // 61: users.v1.Webhooks.ReplayWebhook:input_type -> users.v1.ReplayWebhookRequest
+	3,  // 62: users.v1.Users.GetUser:output_type -> users.v1.User
+	6,  // 63: users.v1.Users.ListUsers:output_type -> users.v1.ListUsersResponse
+	8,  // 64: users.v1.Users.CreateUser:output_type -> users.v1.CreateUserResponse
+	10, // 65: users.v1.Users.ReplaceUser:output_type -> users.v1.ReplaceUserResponse
+	12, // 66: users.v1.Users.UpdateUser:output_type -> users.v1.UpdateUserResponse
+	14, // 67: users.v1.Users.DeleteUser:output_type -> users.v1.DeleteUserResponse
+	3,  // 68: users.v1.Users.UndeleteUser:output_type -> users.v1.User
+	17, // 69: users.v1.Users.BatchGetUsers:output_type -> users.v1.BatchGetUsersResponse
+	19, // 70: users.v1.Users.BatchCreateUsers:output_type -> users.v1.BatchCreateUsersResponse
+	21, // 71: users.v1.Users.BatchDeleteUsers:output_type -> users.v1.BatchDeleteUsersResponse
+	23, // 72: users.v1.Users.ListUserPosts:output_type -> users.v1.ListUserPostsResponse
+	25, // 73: users.v1.Users.CreateUserPost:output_type -> users.v1.CreateUserPostResponse
+	27, // 74: users.v1.Users.WatchUsers:output_type -> users.v1.UserEvent
+	30, // 75: users.v1.Webhooks.CreateWebhook:output_type -> users.v1.CreateWebhookResponse
+	32, // 76: users.v1.Webhooks.ListWebhooks:output_type -> users.v1.ListWebhooksResponse
+	34, // 77: users.v1.Webhooks.GetWebhook:output_type -> users.v1.GetWebhookResponse
+	36, // 78: users.v1.Webhooks.UpdateWebhook:output_type -> users.v1.UpdateWebhookResponse
+	38, // 79: users.v1.Webhooks.DeleteWebhook:output_type -> users.v1.DeleteWebhookResponse
+	40, // 80: users.v1.Webhooks.RotateWebhookSecret:output_type -> users.v1.RotateWebhookSecretResponse
+	42, // 81: users.v1.Webhooks.ListWebhookDeliveries:output_type -> users.v1.ListWebhookDeliveriesResponse
+	45, // 82: users.v1.Webhooks.ReplayWebhook:output_type -> users.v1.ReplayWebhookResponse
+	62, // [62:83] is the sub-list for method output_type
+	41, // [41:62] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_users_v1_users_proto_init() }
@@ -2125,9 +3234,9 @@ func file_users_v1_users_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_users_v1_users_proto_rawDesc), len(file_users_v1_users_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   27,
+			NumMessages:   45,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_users_v1_users_proto_goTypes,
 		DependencyIndexes: file_users_v1_users_proto_depIdxs,

@@ -28,6 +28,8 @@ const _ = connect.IsAtLeastVersion1_13_0
 const (
 	// UsersName is the fully-qualified name of the Users service.
 	UsersName = "users.v1.Users"
+	// WebhooksName is the fully-qualified name of the Webhooks service.
+	WebhooksName = "users.v1.Webhooks"
 )
 
 // These constants are the fully-qualified names of the RPCs defined in this package. They're
@@ -64,6 +66,24 @@ const (
 	UsersCreateUserPostProcedure = "/users.v1.Users/CreateUserPost"
 	// UsersWatchUsersProcedure is the fully-qualified name of the Users's WatchUsers RPC.
 	UsersWatchUsersProcedure = "/users.v1.Users/WatchUsers"
+	// WebhooksCreateWebhookProcedure is the fully-qualified name of the Webhooks's CreateWebhook RPC.
+	WebhooksCreateWebhookProcedure = "/users.v1.Webhooks/CreateWebhook"
+	// WebhooksListWebhooksProcedure is the fully-qualified name of the Webhooks's ListWebhooks RPC.
+	WebhooksListWebhooksProcedure = "/users.v1.Webhooks/ListWebhooks"
+	// WebhooksGetWebhookProcedure is the fully-qualified name of the Webhooks's GetWebhook RPC.
+	WebhooksGetWebhookProcedure = "/users.v1.Webhooks/GetWebhook"
+	// WebhooksUpdateWebhookProcedure is the fully-qualified name of the Webhooks's UpdateWebhook RPC.
+	WebhooksUpdateWebhookProcedure = "/users.v1.Webhooks/UpdateWebhook"
+	// WebhooksDeleteWebhookProcedure is the fully-qualified name of the Webhooks's DeleteWebhook RPC.
+	WebhooksDeleteWebhookProcedure = "/users.v1.Webhooks/DeleteWebhook"
+	// WebhooksRotateWebhookSecretProcedure is the fully-qualified name of the Webhooks's
+	// RotateWebhookSecret RPC.
+	WebhooksRotateWebhookSecretProcedure = "/users.v1.Webhooks/RotateWebhookSecret"
+	// WebhooksListWebhookDeliveriesProcedure is the fully-qualified name of the Webhooks's
+	// ListWebhookDeliveries RPC.
+	WebhooksListWebhookDeliveriesProcedure = "/users.v1.Webhooks/ListWebhookDeliveries"
+	// WebhooksReplayWebhookProcedure is the fully-qualified name of the Webhooks's ReplayWebhook RPC.
+	WebhooksReplayWebhookProcedure = "/users.v1.Webhooks/ReplayWebhook"
 )
 
 // UsersClient is a client for the users.v1.Users service.
@@ -576,4 +596,316 @@ func (UnimplementedUsersHandler) CreateUserPost(context.Context, *v1.CreateUserP
 
 func (UnimplementedUsersHandler) WatchUsers(context.Context, *v1.WatchUsersRequest, *connect.ServerStream[v1.UserEvent]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Users.WatchUsers is not implemented"))
+}
+
+// WebhooksClient is a client for the users.v1.Webhooks service.
+type WebhooksClient interface {
+	// CreateWebhook subscribes a URL. The answer carries the signing secret, which no other answer
+	// shows again (RotateWebhookSecret makes a new one). Delivery starts after the newest change
+	// logged when it is created.
+	CreateWebhook(context.Context, *v1.CreateWebhookRequest) (*v1.CreateWebhookResponse, error)
+	// ListWebhooks returns every subscription, oldest first.
+	ListWebhooks(context.Context, *v1.ListWebhooksRequest) (*v1.ListWebhooksResponse, error)
+	// GetWebhook returns one subscription.
+	GetWebhook(context.Context, *v1.GetWebhookRequest) (*v1.GetWebhookResponse, error)
+	// UpdateWebhook changes a subscription's URL, types or role, or enables or disables it.
+	UpdateWebhook(context.Context, *v1.UpdateWebhookRequest) (*v1.UpdateWebhookResponse, error)
+	// DeleteWebhook ends a subscription: nothing more is sent to it.
+	DeleteWebhook(context.Context, *v1.DeleteWebhookRequest) (*v1.DeleteWebhookResponse, error)
+	// RotateWebhookSecret makes a new signing secret and answers it once. For 24 hours every delivery
+	// is signed with the old secret as well, so that the receiver can change over in its own time.
+	RotateWebhookSecret(context.Context, *v1.RotateWebhookSecretRequest) (*v1.RotateWebhookSecretResponse, error)
+	// ListWebhookDeliveries returns a subscription's recent delivery attempts, newest first.
+	ListWebhookDeliveries(context.Context, *v1.ListWebhookDeliveriesRequest) (*v1.ListWebhookDeliveriesResponse, error)
+	// ReplayWebhook sends again every change after a sequence, in order, from the next delivery on.
+	ReplayWebhook(context.Context, *v1.ReplayWebhookRequest) (*v1.ReplayWebhookResponse, error)
+}
+
+// NewWebhooksClient constructs a client for the users.v1.Webhooks service. By default, it uses the
+// Connect protocol with the binary Protobuf Codec, asks for gzipped responses, and sends
+// uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the connect.WithGRPC() or
+// connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewWebhooksClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) WebhooksClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	webhooksMethods := v1.File_users_v1_users_proto.Services().ByName("Webhooks").Methods()
+	return &webhooksClient{
+		createWebhook: connect.NewClient[v1.CreateWebhookRequest, v1.CreateWebhookResponse](
+			httpClient,
+			baseURL+WebhooksCreateWebhookProcedure,
+			connect.WithSchema(webhooksMethods.ByName("CreateWebhook")),
+			connect.WithClientOptions(opts...),
+		),
+		listWebhooks: connect.NewClient[v1.ListWebhooksRequest, v1.ListWebhooksResponse](
+			httpClient,
+			baseURL+WebhooksListWebhooksProcedure,
+			connect.WithSchema(webhooksMethods.ByName("ListWebhooks")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		getWebhook: connect.NewClient[v1.GetWebhookRequest, v1.GetWebhookResponse](
+			httpClient,
+			baseURL+WebhooksGetWebhookProcedure,
+			connect.WithSchema(webhooksMethods.ByName("GetWebhook")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		updateWebhook: connect.NewClient[v1.UpdateWebhookRequest, v1.UpdateWebhookResponse](
+			httpClient,
+			baseURL+WebhooksUpdateWebhookProcedure,
+			connect.WithSchema(webhooksMethods.ByName("UpdateWebhook")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteWebhook: connect.NewClient[v1.DeleteWebhookRequest, v1.DeleteWebhookResponse](
+			httpClient,
+			baseURL+WebhooksDeleteWebhookProcedure,
+			connect.WithSchema(webhooksMethods.ByName("DeleteWebhook")),
+			connect.WithClientOptions(opts...),
+		),
+		rotateWebhookSecret: connect.NewClient[v1.RotateWebhookSecretRequest, v1.RotateWebhookSecretResponse](
+			httpClient,
+			baseURL+WebhooksRotateWebhookSecretProcedure,
+			connect.WithSchema(webhooksMethods.ByName("RotateWebhookSecret")),
+			connect.WithClientOptions(opts...),
+		),
+		listWebhookDeliveries: connect.NewClient[v1.ListWebhookDeliveriesRequest, v1.ListWebhookDeliveriesResponse](
+			httpClient,
+			baseURL+WebhooksListWebhookDeliveriesProcedure,
+			connect.WithSchema(webhooksMethods.ByName("ListWebhookDeliveries")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		replayWebhook: connect.NewClient[v1.ReplayWebhookRequest, v1.ReplayWebhookResponse](
+			httpClient,
+			baseURL+WebhooksReplayWebhookProcedure,
+			connect.WithSchema(webhooksMethods.ByName("ReplayWebhook")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// webhooksClient implements WebhooksClient.
+type webhooksClient struct {
+	createWebhook         *connect.Client[v1.CreateWebhookRequest, v1.CreateWebhookResponse]
+	listWebhooks          *connect.Client[v1.ListWebhooksRequest, v1.ListWebhooksResponse]
+	getWebhook            *connect.Client[v1.GetWebhookRequest, v1.GetWebhookResponse]
+	updateWebhook         *connect.Client[v1.UpdateWebhookRequest, v1.UpdateWebhookResponse]
+	deleteWebhook         *connect.Client[v1.DeleteWebhookRequest, v1.DeleteWebhookResponse]
+	rotateWebhookSecret   *connect.Client[v1.RotateWebhookSecretRequest, v1.RotateWebhookSecretResponse]
+	listWebhookDeliveries *connect.Client[v1.ListWebhookDeliveriesRequest, v1.ListWebhookDeliveriesResponse]
+	replayWebhook         *connect.Client[v1.ReplayWebhookRequest, v1.ReplayWebhookResponse]
+}
+
+// CreateWebhook calls users.v1.Webhooks.CreateWebhook.
+func (c *webhooksClient) CreateWebhook(ctx context.Context, req *v1.CreateWebhookRequest) (*v1.CreateWebhookResponse, error) {
+	response, err := c.createWebhook.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListWebhooks calls users.v1.Webhooks.ListWebhooks.
+func (c *webhooksClient) ListWebhooks(ctx context.Context, req *v1.ListWebhooksRequest) (*v1.ListWebhooksResponse, error) {
+	response, err := c.listWebhooks.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// GetWebhook calls users.v1.Webhooks.GetWebhook.
+func (c *webhooksClient) GetWebhook(ctx context.Context, req *v1.GetWebhookRequest) (*v1.GetWebhookResponse, error) {
+	response, err := c.getWebhook.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// UpdateWebhook calls users.v1.Webhooks.UpdateWebhook.
+func (c *webhooksClient) UpdateWebhook(ctx context.Context, req *v1.UpdateWebhookRequest) (*v1.UpdateWebhookResponse, error) {
+	response, err := c.updateWebhook.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// DeleteWebhook calls users.v1.Webhooks.DeleteWebhook.
+func (c *webhooksClient) DeleteWebhook(ctx context.Context, req *v1.DeleteWebhookRequest) (*v1.DeleteWebhookResponse, error) {
+	response, err := c.deleteWebhook.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// RotateWebhookSecret calls users.v1.Webhooks.RotateWebhookSecret.
+func (c *webhooksClient) RotateWebhookSecret(ctx context.Context, req *v1.RotateWebhookSecretRequest) (*v1.RotateWebhookSecretResponse, error) {
+	response, err := c.rotateWebhookSecret.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListWebhookDeliveries calls users.v1.Webhooks.ListWebhookDeliveries.
+func (c *webhooksClient) ListWebhookDeliveries(ctx context.Context, req *v1.ListWebhookDeliveriesRequest) (*v1.ListWebhookDeliveriesResponse, error) {
+	response, err := c.listWebhookDeliveries.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ReplayWebhook calls users.v1.Webhooks.ReplayWebhook.
+func (c *webhooksClient) ReplayWebhook(ctx context.Context, req *v1.ReplayWebhookRequest) (*v1.ReplayWebhookResponse, error) {
+	response, err := c.replayWebhook.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// WebhooksHandler is an implementation of the users.v1.Webhooks service.
+type WebhooksHandler interface {
+	// CreateWebhook subscribes a URL. The answer carries the signing secret, which no other answer
+	// shows again (RotateWebhookSecret makes a new one). Delivery starts after the newest change
+	// logged when it is created.
+	CreateWebhook(context.Context, *v1.CreateWebhookRequest) (*v1.CreateWebhookResponse, error)
+	// ListWebhooks returns every subscription, oldest first.
+	ListWebhooks(context.Context, *v1.ListWebhooksRequest) (*v1.ListWebhooksResponse, error)
+	// GetWebhook returns one subscription.
+	GetWebhook(context.Context, *v1.GetWebhookRequest) (*v1.GetWebhookResponse, error)
+	// UpdateWebhook changes a subscription's URL, types or role, or enables or disables it.
+	UpdateWebhook(context.Context, *v1.UpdateWebhookRequest) (*v1.UpdateWebhookResponse, error)
+	// DeleteWebhook ends a subscription: nothing more is sent to it.
+	DeleteWebhook(context.Context, *v1.DeleteWebhookRequest) (*v1.DeleteWebhookResponse, error)
+	// RotateWebhookSecret makes a new signing secret and answers it once. For 24 hours every delivery
+	// is signed with the old secret as well, so that the receiver can change over in its own time.
+	RotateWebhookSecret(context.Context, *v1.RotateWebhookSecretRequest) (*v1.RotateWebhookSecretResponse, error)
+	// ListWebhookDeliveries returns a subscription's recent delivery attempts, newest first.
+	ListWebhookDeliveries(context.Context, *v1.ListWebhookDeliveriesRequest) (*v1.ListWebhookDeliveriesResponse, error)
+	// ReplayWebhook sends again every change after a sequence, in order, from the next delivery on.
+	ReplayWebhook(context.Context, *v1.ReplayWebhookRequest) (*v1.ReplayWebhookResponse, error)
+}
+
+// NewWebhooksHandler builds an HTTP handler from the service implementation. It returns the path on
+// which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewWebhooksHandler(svc WebhooksHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	webhooksMethods := v1.File_users_v1_users_proto.Services().ByName("Webhooks").Methods()
+	webhooksCreateWebhookHandler := connect.NewUnaryHandlerSimple(
+		WebhooksCreateWebhookProcedure,
+		svc.CreateWebhook,
+		connect.WithSchema(webhooksMethods.ByName("CreateWebhook")),
+		connect.WithHandlerOptions(opts...),
+	)
+	webhooksListWebhooksHandler := connect.NewUnaryHandlerSimple(
+		WebhooksListWebhooksProcedure,
+		svc.ListWebhooks,
+		connect.WithSchema(webhooksMethods.ByName("ListWebhooks")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	webhooksGetWebhookHandler := connect.NewUnaryHandlerSimple(
+		WebhooksGetWebhookProcedure,
+		svc.GetWebhook,
+		connect.WithSchema(webhooksMethods.ByName("GetWebhook")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	webhooksUpdateWebhookHandler := connect.NewUnaryHandlerSimple(
+		WebhooksUpdateWebhookProcedure,
+		svc.UpdateWebhook,
+		connect.WithSchema(webhooksMethods.ByName("UpdateWebhook")),
+		connect.WithHandlerOptions(opts...),
+	)
+	webhooksDeleteWebhookHandler := connect.NewUnaryHandlerSimple(
+		WebhooksDeleteWebhookProcedure,
+		svc.DeleteWebhook,
+		connect.WithSchema(webhooksMethods.ByName("DeleteWebhook")),
+		connect.WithHandlerOptions(opts...),
+	)
+	webhooksRotateWebhookSecretHandler := connect.NewUnaryHandlerSimple(
+		WebhooksRotateWebhookSecretProcedure,
+		svc.RotateWebhookSecret,
+		connect.WithSchema(webhooksMethods.ByName("RotateWebhookSecret")),
+		connect.WithHandlerOptions(opts...),
+	)
+	webhooksListWebhookDeliveriesHandler := connect.NewUnaryHandlerSimple(
+		WebhooksListWebhookDeliveriesProcedure,
+		svc.ListWebhookDeliveries,
+		connect.WithSchema(webhooksMethods.ByName("ListWebhookDeliveries")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	webhooksReplayWebhookHandler := connect.NewUnaryHandlerSimple(
+		WebhooksReplayWebhookProcedure,
+		svc.ReplayWebhook,
+		connect.WithSchema(webhooksMethods.ByName("ReplayWebhook")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/users.v1.Webhooks/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case WebhooksCreateWebhookProcedure:
+			webhooksCreateWebhookHandler.ServeHTTP(w, r)
+		case WebhooksListWebhooksProcedure:
+			webhooksListWebhooksHandler.ServeHTTP(w, r)
+		case WebhooksGetWebhookProcedure:
+			webhooksGetWebhookHandler.ServeHTTP(w, r)
+		case WebhooksUpdateWebhookProcedure:
+			webhooksUpdateWebhookHandler.ServeHTTP(w, r)
+		case WebhooksDeleteWebhookProcedure:
+			webhooksDeleteWebhookHandler.ServeHTTP(w, r)
+		case WebhooksRotateWebhookSecretProcedure:
+			webhooksRotateWebhookSecretHandler.ServeHTTP(w, r)
+		case WebhooksListWebhookDeliveriesProcedure:
+			webhooksListWebhookDeliveriesHandler.ServeHTTP(w, r)
+		case WebhooksReplayWebhookProcedure:
+			webhooksReplayWebhookHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedWebhooksHandler returns CodeUnimplemented from all methods.
+type UnimplementedWebhooksHandler struct{}
+
+func (UnimplementedWebhooksHandler) CreateWebhook(context.Context, *v1.CreateWebhookRequest) (*v1.CreateWebhookResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Webhooks.CreateWebhook is not implemented"))
+}
+
+func (UnimplementedWebhooksHandler) ListWebhooks(context.Context, *v1.ListWebhooksRequest) (*v1.ListWebhooksResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Webhooks.ListWebhooks is not implemented"))
+}
+
+func (UnimplementedWebhooksHandler) GetWebhook(context.Context, *v1.GetWebhookRequest) (*v1.GetWebhookResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Webhooks.GetWebhook is not implemented"))
+}
+
+func (UnimplementedWebhooksHandler) UpdateWebhook(context.Context, *v1.UpdateWebhookRequest) (*v1.UpdateWebhookResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Webhooks.UpdateWebhook is not implemented"))
+}
+
+func (UnimplementedWebhooksHandler) DeleteWebhook(context.Context, *v1.DeleteWebhookRequest) (*v1.DeleteWebhookResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Webhooks.DeleteWebhook is not implemented"))
+}
+
+func (UnimplementedWebhooksHandler) RotateWebhookSecret(context.Context, *v1.RotateWebhookSecretRequest) (*v1.RotateWebhookSecretResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Webhooks.RotateWebhookSecret is not implemented"))
+}
+
+func (UnimplementedWebhooksHandler) ListWebhookDeliveries(context.Context, *v1.ListWebhookDeliveriesRequest) (*v1.ListWebhookDeliveriesResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Webhooks.ListWebhookDeliveries is not implemented"))
+}
+
+func (UnimplementedWebhooksHandler) ReplayWebhook(context.Context, *v1.ReplayWebhookRequest) (*v1.ReplayWebhookResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("users.v1.Webhooks.ReplayWebhook is not implemented"))
 }

@@ -9,15 +9,15 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file users/v1/users.proto.
  */
 export const file_users_v1_users: GenFile = /*@__PURE__*/
-  fileDesc("ChR1c2Vycy92MS91c2Vycy5wcm90bxIIdXNlcnMudjEiHAoOR2V0VXNlclJlcXVlc3QSCgoCaWQYASABKAUi2AMKBFVzZXISCgoCaWQYASABKAUSDAoEbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGV0YWcYBiABKAkSEQoJdXNlcl9uYW1lGAcgASgJEhIKCmdpdmVuX25hbWUYCCABKAkSEwoLZmFtaWx5X25hbWUYCSABKAkSDQoFZW1haWwYCiABKAkSEwoLZXh0ZXJuYWxfaWQYCyABKAkSEwoGYWN0aXZlGAwgASgISACIAQESKgoGbGFiZWxzGA0gAygLMhoudXNlcnMudjEuVXNlci5MYWJlbHNFbnRyeRIvCgtkZWxldGVfdGltZRgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcHVyZ2VfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfYWN0aXZlInAKBFBvc3QSCgoCaWQYASABKAUSDwoHdXNlcl9pZBgCIAEoBRINCgV0aXRsZRgDIAEoCRIMCgRib2R5GAQgASgJEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpoBChBMaXN0VXNlcnNSZXF1ZXN0EgwKBHJvbGUYASABKAkSDAoEc29ydBgCIAEoCRIMCgRwYWdlGAMgASgFEg0KBWxpbWl0GAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkSEwoLbmFtZV9wcmVmaXgYBiABKAkSFAoMc2hvd19kZWxldGVkGAcgASgIEg4KBmZpbHRlchgIIAEoCSJgChFMaXN0VXNlcnNSZXNwb25zZRIdCgV1c2VycxgBIAMoCzIOLnVzZXJzLnYxLlVzZXISEwoLdG90YWxfY291bnQYAiABKAUSFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIkUKEUNyZWF0ZVVzZXJSZXF1ZXN0EhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyEhIKCnJlcXVlc3RfaWQYAiABKAkiMgoSQ3JlYXRlVXNlclJlc3BvbnNlEhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyIkwKElJlcGxhY2VVc2VyUmVxdWVzdBIKCgJpZBgBIAEoBRIcCgR1c2VyGAIgASgLMg4udXNlcnMudjEuVXNlchIMCgRldGFnGAMgASgJIjMKE1JlcGxhY2VVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIifAoRVXBkYXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSHAoEdXNlchgCIAEoCzIOLnVzZXJzLnYxLlVzZXISLwoLdXBkYXRlX21hc2sYAyABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrEgwKBGV0YWcYBCABKAkiMgoSVXBkYXRlVXNlclJlc3BvbnNlEhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyIjwKEURlbGV0ZVVzZXJSZXF1ZXN0EgoKAmlkGAEgASgFEgwKBGV0YWcYAiABKAkSDQoFcHVyZ2UYAyABKAgiMgoSRGVsZXRlVXNlclJlc3BvbnNlEhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyIi8KE1VuZGVsZXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSDAoEZXRhZxgCIAEoCSIjChRCYXRjaEdldFVzZXJzUmVxdWVzdBILCgNpZHMYASADKAUiNgoVQmF0Y2hHZXRVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlciJcChdCYXRjaENyZWF0ZVVzZXJzUmVxdWVzdBItCghyZXF1ZXN0cxgBIAMoCzIbLnVzZXJzLnYxLkNyZWF0ZVVzZXJSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYAiABKAkiOQoYQmF0Y2hDcmVhdGVVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlciImChdCYXRjaERlbGV0ZVVzZXJzUmVxdWVzdBILCgNpZHMYASADKAUiOQoYQmF0Y2hEZWxldGVVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlciJYChRMaXN0VXNlclBvc3RzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgFEgwKBHBhZ2UYAiABKAUSDQoFbGltaXQYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJkChVMaXN0VXNlclBvc3RzUmVzcG9uc2USHQoFcG9zdHMYASADKAsyDi51c2Vycy52MS5Qb3N0EhMKC3RvdGFsX2NvdW50GAIgASgFEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSJaChVDcmVhdGVVc2VyUG9zdFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoBRIcCgRwb3N0GAIgASgLMg4udXNlcnMudjEuUG9zdBISCgpyZXF1ZXN0X2lkGAMgASgJIjYKFkNyZWF0ZVVzZXJQb3N0UmVzcG9uc2USHAoEcG9zdBgBIAEoCzIOLnVzZXJzLnYxLlBvc3QiUQoRV2F0Y2hVc2Vyc1JlcXVlc3QSGwoOYWZ0ZXJfc2VxdWVuY2UYASABKANIAIgBARIMCgRyb2xlGAIgASgJQhEKD19hZnRlcl9zZXF1ZW5jZSKKAwoJVXNlckV2ZW50EhAKCHNlcXVlbmNlGAEgASgDEiYKBGtpbmQYAiABKA4yGC51c2Vycy52MS5Vc2VyRXZlbnQuS2luZBIcCgR1c2VyGAMgASgLMg4udXNlcnMudjEuVXNlchINCgVhY3RvchgEIAEoCRIxCgphY3Rvcl90eXBlGAUgASgOMh0udXNlcnMudjEuVXNlckV2ZW50LkFjdG9yVHlwZSKLAQoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASEAoMS0lORF9DUkVBVEVEEAESEAoMS0lORF9VUERBVEVEEAISEAoMS0lORF9ERUxFVEVEEAMSEgoOS0lORF9IRUFSVEJFQVQQBBISCg5LSU5EX1VOREVMRVRFRBAFEg8KC0tJTkRfUFVSR0VEEAYiVQoJQWN0b3JUeXBlEhoKFkFDVE9SX1RZUEVfVU5TUEVDSUZJRUQQABIWChJBQ1RPUl9UWVBFX0FQSV9LRVkQARIUChBBQ1RPUl9UWVBFX1RPS0VOEAIy8gcKBVVzZXJzEjgKB0dldFVzZXISGC51c2Vycy52MS5HZXRVc2VyUmVxdWVzdBoOLnVzZXJzLnYxLlVzZXIiA5ACARJJCglMaXN0VXNlcnMSGi51c2Vycy52MS5MaXN0VXNlcnNSZXF1ZXN0GhsudXNlcnMudjEuTGlzdFVzZXJzUmVzcG9uc2UiA5ACARJHCgpDcmVhdGVVc2VyEhsudXNlcnMudjEuQ3JlYXRlVXNlclJlcXVlc3QaHC51c2Vycy52MS5DcmVhdGVVc2VyUmVzcG9uc2USSgoLUmVwbGFjZVVzZXISHC51c2Vycy52MS5SZXBsYWNlVXNlclJlcXVlc3QaHS51c2Vycy52MS5SZXBsYWNlVXNlclJlc3BvbnNlEkcKClVwZGF0ZVVzZXISGy51c2Vycy52MS5VcGRhdGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLlVwZGF0ZVVzZXJSZXNwb25zZRJHCgpEZWxldGVVc2VyEhsudXNlcnMudjEuRGVsZXRlVXNlclJlcXVlc3QaHC51c2Vycy52MS5EZWxldGVVc2VyUmVzcG9uc2USPQoMVW5kZWxldGVVc2VyEh0udXNlcnMudjEuVW5kZWxldGVVc2VyUmVxdWVzdBoOLnVzZXJzLnYxLlVzZXISVQoNQmF0Y2hHZXRVc2VycxIeLnVzZXJzLnYxLkJhdGNoR2V0VXNlcnNSZXF1ZXN0Gh8udXNlcnMudjEuQmF0Y2hHZXRVc2Vyc1Jlc3BvbnNlIgOQAgESWQoQQmF0Y2hDcmVhdGVVc2VycxIhLnVzZXJzLnYxLkJhdGNoQ3JlYXRlVXNlcnNSZXF1ZXN0GiIudXNlcnMudjEuQmF0Y2hDcmVhdGVVc2Vyc1Jlc3BvbnNlElkKEEJhdGNoRGVsZXRlVXNlcnMSIS51c2Vycy52MS5CYXRjaERlbGV0ZVVzZXJzUmVxdWVzdBoiLnVzZXJzLnYxLkJhdGNoRGVsZXRlVXNlcnNSZXNwb25zZRJVCg1MaXN0VXNlclBvc3RzEh4udXNlcnMudjEuTGlzdFVzZXJQb3N0c1JlcXVlc3QaHy51c2Vycy52MS5MaXN0VXNlclBvc3RzUmVzcG9uc2UiA5ACARJTCg5DcmVhdGVVc2VyUG9zdBIfLnVzZXJzLnYxLkNyZWF0ZVVzZXJQb3N0UmVxdWVzdBogLnVzZXJzLnYxLkNyZWF0ZVVzZXJQb3N0UmVzcG9uc2USRQoKV2F0Y2hVc2VycxIbLnVzZXJzLnYxLldhdGNoVXNlcnNSZXF1ZXN0GhMudXNlcnMudjEuVXNlckV2ZW50IgOQAgEwAUJ4Cgxjb20udXNlcnMudjFCClVzZXJzUHJvdG9QAVobdXNlcnNkL2dlbi91c2Vycy92MTt1c2Vyc3YxogIDVVhYqgIIVXNlcnMuVjHKAghVc2Vyc1xWMeICFFVzZXJzXFYxXEdQQk1ldGFkYXRh6gIJVXNlcnM6OlYxYgZwcm90bzM", [file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("ChR1c2Vycy92MS91c2Vycy5wcm90bxIIdXNlcnMudjEiHAoOR2V0VXNlclJlcXVlc3QSCgoCaWQYASABKAUi2AMKBFVzZXISCgoCaWQYASABKAUSDAoEbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGV0YWcYBiABKAkSEQoJdXNlcl9uYW1lGAcgASgJEhIKCmdpdmVuX25hbWUYCCABKAkSEwoLZmFtaWx5X25hbWUYCSABKAkSDQoFZW1haWwYCiABKAkSEwoLZXh0ZXJuYWxfaWQYCyABKAkSEwoGYWN0aXZlGAwgASgISACIAQESKgoGbGFiZWxzGA0gAygLMhoudXNlcnMudjEuVXNlci5MYWJlbHNFbnRyeRIvCgtkZWxldGVfdGltZRgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcHVyZ2VfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfYWN0aXZlInAKBFBvc3QSCgoCaWQYASABKAUSDwoHdXNlcl9pZBgCIAEoBRINCgV0aXRsZRgDIAEoCRIMCgRib2R5GAQgASgJEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpoBChBMaXN0VXNlcnNSZXF1ZXN0EgwKBHJvbGUYASABKAkSDAoEc29ydBgCIAEoCRIMCgRwYWdlGAMgASgFEg0KBWxpbWl0GAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkSEwoLbmFtZV9wcmVmaXgYBiABKAkSFAoMc2hvd19kZWxldGVkGAcgASgIEg4KBmZpbHRlchgIIAEoCSJgChFMaXN0VXNlcnNSZXNwb25zZRIdCgV1c2VycxgBIAMoCzIOLnVzZXJzLnYxLlVzZXISEwoLdG90YWxfY291bnQYAiABKAUSFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIkUKEUNyZWF0ZVVzZXJSZXF1ZXN0EhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyEhIKCnJlcXVlc3RfaWQYAiABKAkiMgoSQ3JlYXRlVXNlclJlc3BvbnNlEhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyIkwKElJlcGxhY2VVc2VyUmVxdWVzdBIKCgJpZBgBIAEoBRIcCgR1c2VyGAIgASgLMg4udXNlcnMudjEuVXNlchIMCgRldGFnGAMgASgJIjMKE1JlcGxhY2VVc2VyUmVzcG9uc2USHAoEdXNlchgBIAEoCzIOLnVzZXJzLnYxLlVzZXIifAoRVXBkYXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSHAoEdXNlchgCIAEoCzIOLnVzZXJzLnYxLlVzZXISLwoLdXBkYXRlX21hc2sYAyABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrEgwKBGV0YWcYBCABKAkiMgoSVXBkYXRlVXNlclJlc3BvbnNlEhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyIjwKEURlbGV0ZVVzZXJSZXF1ZXN0EgoKAmlkGAEgASgFEgwKBGV0YWcYAiABKAkSDQoFcHVyZ2UYAyABKAgiMgoSRGVsZXRlVXNlclJlc3BvbnNlEhwKBHVzZXIYASABKAsyDi51c2Vycy52MS5Vc2VyIi8KE1VuZGVsZXRlVXNlclJlcXVlc3QSCgoCaWQYASABKAUSDAoEZXRhZxgCIAEoCSIjChRCYXRjaEdldFVzZXJzUmVxdWVzdBILCgNpZHMYASADKAUiNgoVQmF0Y2hHZXRVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlciJcChdCYXRjaENyZWF0ZVVzZXJzUmVxdWVzdBItCghyZXF1ZXN0cxgBIAMoCzIbLnVzZXJzLnYxLkNyZWF0ZVVzZXJSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYAiABKAkiOQoYQmF0Y2hDcmVhdGVVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlciImChdCYXRjaERlbGV0ZVVzZXJzUmVxdWVzdBILCgNpZHMYASADKAUiOQoYQmF0Y2hEZWxldGVVc2Vyc1Jlc3BvbnNlEh0KBXVzZXJzGAEgAygLMg4udXNlcnMudjEuVXNlciJYChRMaXN0VXNlclBvc3RzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgFEgwKBHBhZ2UYAiABKAUSDQoFbGltaXQYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJkChVMaXN0VXNlclBvc3RzUmVzcG9uc2USHQoFcG9zdHMYASADKAsyDi51c2Vycy52MS5Qb3N0EhMKC3RvdGFsX2NvdW50GAIgASgFEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSJaChVDcmVhdGVVc2VyUG9zdFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoBRIcCgRwb3N0GAIgASgLMg4udXNlcnMudjEuUG9zdBISCgpyZXF1ZXN0X2lkGAMgASgJIjYKFkNyZWF0ZVVzZXJQb3N0UmVzcG9uc2USHAoEcG9zdBgBIAEoCzIOLnVzZXJzLnYxLlBvc3QiUQoRV2F0Y2hVc2Vyc1JlcXVlc3QSGwoOYWZ0ZXJfc2VxdWVuY2UYASABKANIAIgBARIMCgRyb2xlGAIgASgJQhEKD19hZnRlcl9zZXF1ZW5jZSKKAwoJVXNlckV2ZW50EhAKCHNlcXVlbmNlGAEgASgDEiYKBGtpbmQYAiABKA4yGC51c2Vycy52MS5Vc2VyRXZlbnQuS2luZBIcCgR1c2VyGAMgASgLMg4udXNlcnMudjEuVXNlchINCgVhY3RvchgEIAEoCRIxCgphY3Rvcl90eXBlGAUgASgOMh0udXNlcnMudjEuVXNlckV2ZW50LkFjdG9yVHlwZSKLAQoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASEAoMS0lORF9DUkVBVEVEEAESEAoMS0lORF9VUERBVEVEEAISEAoMS0lORF9ERUxFVEVEEAMSEgoOS0lORF9IRUFSVEJFQVQQBBISCg5LSU5EX1VOREVMRVRFRBAFEg8KC0tJTkRfUFVSR0VEEAYiVQoJQWN0b3JUeXBlEhoKFkFDVE9SX1RZUEVfVU5TUEVDSUZJRUQQABIWChJBQ1RPUl9UWVBFX0FQSV9LRVkQARIUChBBQ1RPUl9UWVBFX1RPS0VOEAIi4AIKB1dlYmhvb2sSCgoCaWQYASABKAUSCwoDdXJsGAIgASgJEg0KBXR5cGVzGAMgAygJEgwKBHJvbGUYBCABKAkSDwoHZW5hYmxlZBgFIAEoCBIXCg9kaXNhYmxlZF9yZWFzb24YBiABKAkSGgoSZGVsaXZlcmVkX3NlcXVlbmNlGAcgASgDEhcKD2xhdGVzdF9zZXF1ZW5jZRgIIAEoAxIXCg9mYWlsZWRfYXR0ZW1wdHMYCSABKAUSNQoRbmV4dF9hdHRlbXB0X3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc2VjcmV0GA0gASgJIjoKFENyZWF0ZVdlYmhvb2tSZXF1ZXN0EiIKB3dlYmhvb2sYASABKAsyES51c2Vycy52MS5XZWJob29rIjsKFUNyZWF0ZVdlYmhvb2tSZXNwb25zZRIiCgd3ZWJob29rGAEgASgLMhEudXNlcnMudjEuV2ViaG9vayIVChNMaXN0V2ViaG9va3NSZXF1ZXN0IjsKFExpc3RXZWJob29rc1Jlc3BvbnNlEiMKCHdlYmhvb2tzGAEgAygLMhEudXNlcnMudjEuV2ViaG9vayIfChFHZXRXZWJob29rUmVxdWVzdBIKCgJpZBgBIAEoBSI4ChJHZXRXZWJob29rUmVzcG9uc2USIgoHd2ViaG9vaxgBIAEoCzIRLnVzZXJzLnYxLldlYmhvb2sidwoUVXBkYXRlV2ViaG9va1JlcXVlc3QSCgoCaWQYASABKAUSIgoHd2ViaG9vaxgCIAEoCzIRLnVzZXJzLnYxLldlYmhvb2sSLwoLdXBkYXRlX21hc2sYAyABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIjsKFVVwZGF0ZVdlYmhvb2tSZXNwb25zZRIiCgd3ZWJob29rGAEgASgLMhEudXNlcnMudjEuV2ViaG9vayIiChREZWxldGVXZWJob29rUmVxdWVzdBIKCgJpZBgBIAEoBSIXChVEZWxldGVXZWJob29rUmVzcG9uc2UiKAoaUm90YXRlV2ViaG9va1NlY3JldFJlcXVlc3QSCgoCaWQYASABKAUiQQobUm90YXRlV2ViaG9va1NlY3JldFJlc3BvbnNlEiIKB3dlYmhvb2sYASABKAsyES51c2Vycy52MS5XZWJob29rIioKHExpc3RXZWJob29rRGVsaXZlcmllc1JlcXVlc3QSCgoCaWQYASABKAUiTgodTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2USLQoKZGVsaXZlcmllcxgBIAMoCzIZLnVzZXJzLnYxLldlYmhvb2tEZWxpdmVyeSLXAQoPV2ViaG9va0RlbGl2ZXJ5EhAKCHNlcXVlbmNlGAEgASgDEg4KBnN0YXR1cxgCIAEoBRIqCgdsYXRlbmN5GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWVycm9yGAQgASgJEjAKDGF0dGVtcHRfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoRbmV4dF9hdHRlbXB0X3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjoKFFJlcGxheVdlYmhvb2tSZXF1ZXN0EgoKAmlkGAEgASgFEhYKDmFmdGVyX3NlcXVlbmNlGAIgASgDIjsKFVJlcGxheVdlYmhvb2tSZXNwb25zZRIiCgd3ZWJob29rGAEgASgLMhEudXNlcnMudjEuV2ViaG9vazLyBwoFVXNlcnMSOAoHR2V0VXNlchIYLnVzZXJzLnYxLkdldFVzZXJSZXF1ZXN0Gg4udXNlcnMudjEuVXNlciIDkAIBEkkKCUxpc3RVc2VycxIaLnVzZXJzLnYxLkxpc3RVc2Vyc1JlcXVlc3QaGy51c2Vycy52MS5MaXN0VXNlcnNSZXNwb25zZSIDkAIBEkcKCkNyZWF0ZVVzZXISGy51c2Vycy52MS5DcmVhdGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLkNyZWF0ZVVzZXJSZXNwb25zZRJKCgtSZXBsYWNlVXNlchIcLnVzZXJzLnYxLlJlcGxhY2VVc2VyUmVxdWVzdBodLnVzZXJzLnYxLlJlcGxhY2VVc2VyUmVzcG9uc2USRwoKVXBkYXRlVXNlchIbLnVzZXJzLnYxLlVwZGF0ZVVzZXJSZXF1ZXN0GhwudXNlcnMudjEuVXBkYXRlVXNlclJlc3BvbnNlEkcKCkRlbGV0ZVVzZXISGy51c2Vycy52MS5EZWxldGVVc2VyUmVxdWVzdBocLnVzZXJzLnYxLkRlbGV0ZVVzZXJSZXNwb25zZRI9CgxVbmRlbGV0ZVVzZXISHS51c2Vycy52MS5VbmRlbGV0ZVVzZXJSZXF1ZXN0Gg4udXNlcnMudjEuVXNlchJVCg1CYXRjaEdldFVzZXJzEh4udXNlcnMudjEuQmF0Y2hHZXRVc2Vyc1JlcXVlc3QaHy51c2Vycy52MS5CYXRjaEdldFVzZXJzUmVzcG9uc2UiA5ACARJZChBCYXRjaENyZWF0ZVVzZXJzEiEudXNlcnMudjEuQmF0Y2hDcmVhdGVVc2Vyc1JlcXVlc3QaIi51c2Vycy52MS5CYXRjaENyZWF0ZVVzZXJzUmVzcG9uc2USWQoQQmF0Y2hEZWxldGVVc2VycxIhLnVzZXJzLnYxLkJhdGNoRGVsZXRlVXNlcnNSZXF1ZXN0GiIudXNlcnMudjEuQmF0Y2hEZWxldGVVc2Vyc1Jlc3BvbnNlElUKDUxpc3RVc2VyUG9zdHMSHi51c2Vycy52MS5MaXN0VXNlclBvc3RzUmVxdWVzdBofLnVzZXJzLnYxLkxpc3RVc2VyUG9zdHNSZXNwb25zZSIDkAIBElMKDkNyZWF0ZVVzZXJQb3N0Eh8udXNlcnMudjEuQ3JlYXRlVXNlclBvc3RSZXF1ZXN0GiAudXNlcnMudjEuQ3JlYXRlVXNlclBvc3RSZXNwb25zZRJFCgpXYXRjaFVzZXJzEhsudXNlcnMudjEuV2F0Y2hVc2Vyc1JlcXVlc3QaEy51c2Vycy52MS5Vc2VyRXZlbnQiA5ACATABMscFCghXZWJob29rcxJQCg1DcmVhdGVXZWJob29rEh4udXNlcnMudjEuQ3JlYXRlV2ViaG9va1JlcXVlc3QaHy51c2Vycy52MS5DcmVhdGVXZWJob29rUmVzcG9uc2USUgoMTGlzdFdlYmhvb2tzEh0udXNlcnMudjEuTGlzdFdlYmhvb2tzUmVxdWVzdBoeLnVzZXJzLnYxLkxpc3RXZWJob29rc1Jlc3BvbnNlIgOQAgESTAoKR2V0V2ViaG9vaxIbLnVzZXJzLnYxLkdldFdlYmhvb2tSZXF1ZXN0GhwudXNlcnMudjEuR2V0V2ViaG9va1Jlc3BvbnNlIgOQAgESUAoNVXBkYXRlV2ViaG9vaxIeLnVzZXJzLnYxLlVwZGF0ZVdlYmhvb2tSZXF1ZXN0Gh8udXNlcnMudjEuVXBkYXRlV2ViaG9va1Jlc3BvbnNlElAKDURlbGV0ZVdlYmhvb2sSHi51c2Vycy52MS5EZWxldGVXZWJob29rUmVxdWVzdBofLnVzZXJzLnYxLkRlbGV0ZVdlYmhvb2tSZXNwb25zZRJiChNSb3RhdGVXZWJob29rU2VjcmV0EiQudXNlcnMudjEuUm90YXRlV2ViaG9va1NlY3JldFJlcXVlc3QaJS51c2Vycy52MS5Sb3RhdGVXZWJob29rU2VjcmV0UmVzcG9uc2USbQoVTGlzdFdlYmhvb2tEZWxpdmVyaWVzEiYudXNlcnMudjEuTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVxdWVzdBonLnVzZXJzLnYxLkxpc3RXZWJob29rRGVsaXZlcmllc1Jlc3BvbnNlIgOQAgESUAoNUmVwbGF5V2ViaG9vaxIeLnVzZXJzLnYxLlJlcGxheVdlYmhvb2tSZXF1ZXN0Gh8udXNlcnMudjEuUmVwbGF5V2ViaG9va1Jlc3BvbnNlQngKDGNvbS51c2Vycy52MUIKVXNlcnNQcm90b1ABWht1c2Vyc2QvZ2VuL3VzZXJzL3YxO3VzZXJzdjGiAgNVWFiqAghVc2Vycy5WMcoCCFVzZXJzXFYx4gIUVXNlcnNcVjFcR1BCTWV0YWRhdGHqAglVc2Vyczo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * GetUserRequest names the user to read.
@@ -1059,6 +1059,496 @@ export const UserEvent_ActorTypeSchema: GenEnum<UserEvent_ActorType> = /*@__PURE
   enumDesc(file_users_v1_users, 25, 1);
 
 /**
+ * Webhook is a subscription.
+ *
+ * @generated from message users.v1.Webhook
+ */
+export type Webhook = Message<"users.v1.Webhook"> & {
+  /**
+   * Output only: its identifier, given by the service.
+   *
+   * @generated from field: int32 id = 1;
+   */
+  id: number;
+
+  /**
+   * Where the changes are sent: an https URL (http on loopback only when the server allows it) of
+   * at most 2,048 characters, without user information or a fragment.
+   *
+   * @generated from field: string url = 2;
+   */
+  url: string;
+
+  /**
+   * The CloudEvents types to send: dev.usersd.user.created, .updated, .deleted, .undeleted and
+   * .purged. Empty sends them all.
+   *
+   * @generated from field: repeated string types = 3;
+   */
+  types: string[];
+
+  /**
+   * When set, only the changes of users that have this role, or had it before the change.
+   *
+   * @generated from field: string role = 4;
+   */
+  role: string;
+
+  /**
+   * Whether changes are being sent. A subscription is disabled by UpdateWebhook, by a receiver's
+   * answer of 410 Gone, or after 72 hours of failed attempts; enabling it again resumes where it
+   * stopped.
+   *
+   * @generated from field: bool enabled = 5;
+   */
+  enabled: boolean;
+
+  /**
+   * Output only: why the service disabled the subscription; empty while it is enabled or when a
+   * caller disabled it.
+   *
+   * @generated from field: string disabled_reason = 6;
+   */
+  disabledReason: string;
+
+  /**
+   * Output only: every change up to this sequence has been delivered (or was not one for this
+   * subscription).
+   *
+   * @generated from field: int64 delivered_sequence = 7;
+   */
+  deliveredSequence: bigint;
+
+  /**
+   * Output only: the sequence of the newest change in the log, so that the lag is the difference.
+   *
+   * @generated from field: int64 latest_sequence = 8;
+   */
+  latestSequence: bigint;
+
+  /**
+   * Output only: failed attempts since the last delivery.
+   *
+   * @generated from field: int32 failed_attempts = 9;
+   */
+  failedAttempts: number;
+
+  /**
+   * Output only: when the next attempt is due while the receiver is failing.
+   *
+   * @generated from field: google.protobuf.Timestamp next_attempt_time = 10;
+   */
+  nextAttemptTime?: Timestamp | undefined;
+
+  /**
+   * Output only.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 11;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * Output only.
+   *
+   * @generated from field: google.protobuf.Timestamp update_time = 12;
+   */
+  updateTime?: Timestamp | undefined;
+
+  /**
+   * Output only: the signing secret (whsec_ and base64), in the answers of CreateWebhook and
+   * RotateWebhookSecret alone.
+   *
+   * @generated from field: string secret = 13;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message users.v1.Webhook.
+ * Use `create(WebhookSchema)` to create a new message.
+ */
+export const WebhookSchema: GenMessage<Webhook> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 26);
+
+/**
+ * CreateWebhookRequest carries the subscription to make.
+ *
+ * @generated from message users.v1.CreateWebhookRequest
+ */
+export type CreateWebhookRequest = Message<"users.v1.CreateWebhookRequest"> & {
+  /**
+   * url, types and role are read; the other fields are ignored.
+   *
+   * @generated from field: users.v1.Webhook webhook = 1;
+   */
+  webhook?: Webhook | undefined;
+};
+
+/**
+ * Describes the message users.v1.CreateWebhookRequest.
+ * Use `create(CreateWebhookRequestSchema)` to create a new message.
+ */
+export const CreateWebhookRequestSchema: GenMessage<CreateWebhookRequest> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 27);
+
+/**
+ * CreateWebhookResponse carries the subscription made, with its secret.
+ *
+ * @generated from message users.v1.CreateWebhookResponse
+ */
+export type CreateWebhookResponse = Message<"users.v1.CreateWebhookResponse"> & {
+  /**
+   * @generated from field: users.v1.Webhook webhook = 1;
+   */
+  webhook?: Webhook | undefined;
+};
+
+/**
+ * Describes the message users.v1.CreateWebhookResponse.
+ * Use `create(CreateWebhookResponseSchema)` to create a new message.
+ */
+export const CreateWebhookResponseSchema: GenMessage<CreateWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 28);
+
+/**
+ * ListWebhooksRequest asks for every subscription.
+ *
+ * @generated from message users.v1.ListWebhooksRequest
+ */
+export type ListWebhooksRequest = Message<"users.v1.ListWebhooksRequest"> & {
+};
+
+/**
+ * Describes the message users.v1.ListWebhooksRequest.
+ * Use `create(ListWebhooksRequestSchema)` to create a new message.
+ */
+export const ListWebhooksRequestSchema: GenMessage<ListWebhooksRequest> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 29);
+
+/**
+ * ListWebhooksResponse carries every subscription, oldest first.
+ *
+ * @generated from message users.v1.ListWebhooksResponse
+ */
+export type ListWebhooksResponse = Message<"users.v1.ListWebhooksResponse"> & {
+  /**
+   * @generated from field: repeated users.v1.Webhook webhooks = 1;
+   */
+  webhooks: Webhook[];
+};
+
+/**
+ * Describes the message users.v1.ListWebhooksResponse.
+ * Use `create(ListWebhooksResponseSchema)` to create a new message.
+ */
+export const ListWebhooksResponseSchema: GenMessage<ListWebhooksResponse> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 30);
+
+/**
+ * GetWebhookRequest names a subscription.
+ *
+ * @generated from message users.v1.GetWebhookRequest
+ */
+export type GetWebhookRequest = Message<"users.v1.GetWebhookRequest"> & {
+  /**
+   * @generated from field: int32 id = 1;
+   */
+  id: number;
+};
+
+/**
+ * Describes the message users.v1.GetWebhookRequest.
+ * Use `create(GetWebhookRequestSchema)` to create a new message.
+ */
+export const GetWebhookRequestSchema: GenMessage<GetWebhookRequest> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 31);
+
+/**
+ * GetWebhookResponse carries the subscription.
+ *
+ * @generated from message users.v1.GetWebhookResponse
+ */
+export type GetWebhookResponse = Message<"users.v1.GetWebhookResponse"> & {
+  /**
+   * @generated from field: users.v1.Webhook webhook = 1;
+   */
+  webhook?: Webhook | undefined;
+};
+
+/**
+ * Describes the message users.v1.GetWebhookResponse.
+ * Use `create(GetWebhookResponseSchema)` to create a new message.
+ */
+export const GetWebhookResponseSchema: GenMessage<GetWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 32);
+
+/**
+ * UpdateWebhookRequest sets some fields of a subscription.
+ *
+ * @generated from message users.v1.UpdateWebhookRequest
+ */
+export type UpdateWebhookRequest = Message<"users.v1.UpdateWebhookRequest"> & {
+  /**
+   * @generated from field: int32 id = 1;
+   */
+  id: number;
+
+  /**
+   * The new values of the fields named in update_mask.
+   *
+   * @generated from field: users.v1.Webhook webhook = 2;
+   */
+  webhook?: Webhook | undefined;
+
+  /**
+   * The fields to set: "url", "types", "role", "enabled". Unset means every one of them that
+   * webhook populates (so a disable, enabled false, names "enabled"; REST's PATCH names the fields
+   * its body holds).
+   *
+   * @generated from field: google.protobuf.FieldMask update_mask = 3;
+   */
+  updateMask?: FieldMask | undefined;
+};
+
+/**
+ * Describes the message users.v1.UpdateWebhookRequest.
+ * Use `create(UpdateWebhookRequestSchema)` to create a new message.
+ */
+export const UpdateWebhookRequestSchema: GenMessage<UpdateWebhookRequest> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 33);
+
+/**
+ * UpdateWebhookResponse carries the subscription as updated.
+ *
+ * @generated from message users.v1.UpdateWebhookResponse
+ */
+export type UpdateWebhookResponse = Message<"users.v1.UpdateWebhookResponse"> & {
+  /**
+   * @generated from field: users.v1.Webhook webhook = 1;
+   */
+  webhook?: Webhook | undefined;
+};
+
+/**
+ * Describes the message users.v1.UpdateWebhookResponse.
+ * Use `create(UpdateWebhookResponseSchema)` to create a new message.
+ */
+export const UpdateWebhookResponseSchema: GenMessage<UpdateWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 34);
+
+/**
+ * DeleteWebhookRequest names the subscription to end.
+ *
+ * @generated from message users.v1.DeleteWebhookRequest
+ */
+export type DeleteWebhookRequest = Message<"users.v1.DeleteWebhookRequest"> & {
+  /**
+   * @generated from field: int32 id = 1;
+   */
+  id: number;
+};
+
+/**
+ * Describes the message users.v1.DeleteWebhookRequest.
+ * Use `create(DeleteWebhookRequestSchema)` to create a new message.
+ */
+export const DeleteWebhookRequestSchema: GenMessage<DeleteWebhookRequest> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 35);
+
+/**
+ * DeleteWebhookResponse is empty.
+ *
+ * @generated from message users.v1.DeleteWebhookResponse
+ */
+export type DeleteWebhookResponse = Message<"users.v1.DeleteWebhookResponse"> & {
+};
+
+/**
+ * Describes the message users.v1.DeleteWebhookResponse.
+ * Use `create(DeleteWebhookResponseSchema)` to create a new message.
+ */
+export const DeleteWebhookResponseSchema: GenMessage<DeleteWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 36);
+
+/**
+ * RotateWebhookSecretRequest names the subscription whose secret is made anew.
+ *
+ * @generated from message users.v1.RotateWebhookSecretRequest
+ */
+export type RotateWebhookSecretRequest = Message<"users.v1.RotateWebhookSecretRequest"> & {
+  /**
+   * @generated from field: int32 id = 1;
+   */
+  id: number;
+};
+
+/**
+ * Describes the message users.v1.RotateWebhookSecretRequest.
+ * Use `create(RotateWebhookSecretRequestSchema)` to create a new message.
+ */
+export const RotateWebhookSecretRequestSchema: GenMessage<RotateWebhookSecretRequest> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 37);
+
+/**
+ * RotateWebhookSecretResponse carries the subscription with its new secret.
+ *
+ * @generated from message users.v1.RotateWebhookSecretResponse
+ */
+export type RotateWebhookSecretResponse = Message<"users.v1.RotateWebhookSecretResponse"> & {
+  /**
+   * @generated from field: users.v1.Webhook webhook = 1;
+   */
+  webhook?: Webhook | undefined;
+};
+
+/**
+ * Describes the message users.v1.RotateWebhookSecretResponse.
+ * Use `create(RotateWebhookSecretResponseSchema)` to create a new message.
+ */
+export const RotateWebhookSecretResponseSchema: GenMessage<RotateWebhookSecretResponse> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 38);
+
+/**
+ * ListWebhookDeliveriesRequest names the subscription.
+ *
+ * @generated from message users.v1.ListWebhookDeliveriesRequest
+ */
+export type ListWebhookDeliveriesRequest = Message<"users.v1.ListWebhookDeliveriesRequest"> & {
+  /**
+   * @generated from field: int32 id = 1;
+   */
+  id: number;
+};
+
+/**
+ * Describes the message users.v1.ListWebhookDeliveriesRequest.
+ * Use `create(ListWebhookDeliveriesRequestSchema)` to create a new message.
+ */
+export const ListWebhookDeliveriesRequestSchema: GenMessage<ListWebhookDeliveriesRequest> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 39);
+
+/**
+ * ListWebhookDeliveriesResponse carries the recent attempts, newest first: at most 100.
+ *
+ * @generated from message users.v1.ListWebhookDeliveriesResponse
+ */
+export type ListWebhookDeliveriesResponse = Message<"users.v1.ListWebhookDeliveriesResponse"> & {
+  /**
+   * @generated from field: repeated users.v1.WebhookDelivery deliveries = 1;
+   */
+  deliveries: WebhookDelivery[];
+};
+
+/**
+ * Describes the message users.v1.ListWebhookDeliveriesResponse.
+ * Use `create(ListWebhookDeliveriesResponseSchema)` to create a new message.
+ */
+export const ListWebhookDeliveriesResponseSchema: GenMessage<ListWebhookDeliveriesResponse> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 40);
+
+/**
+ * WebhookDelivery is one attempt to deliver one change.
+ *
+ * @generated from message users.v1.WebhookDelivery
+ */
+export type WebhookDelivery = Message<"users.v1.WebhookDelivery"> & {
+  /**
+   * The change's sequence, also the event's id and its webhook-id.
+   *
+   * @generated from field: int64 sequence = 1;
+   */
+  sequence: bigint;
+
+  /**
+   * The receiver's HTTP status; 0 when none came (a refused address, a timeout, a broken connection).
+   *
+   * @generated from field: int32 status = 2;
+   */
+  status: number;
+
+  /**
+   * How long the attempt took.
+   *
+   * @generated from field: google.protobuf.Duration latency = 3;
+   */
+  latency?: Duration | undefined;
+
+  /**
+   * Why the attempt failed; empty when it was delivered.
+   *
+   * @generated from field: string error = 4;
+   */
+  error: string;
+
+  /**
+   * When the attempt began.
+   *
+   * @generated from field: google.protobuf.Timestamp attempt_time = 5;
+   */
+  attemptTime?: Timestamp | undefined;
+
+  /**
+   * When the change will be tried again; unset when it was delivered or will not be tried again.
+   *
+   * @generated from field: google.protobuf.Timestamp next_attempt_time = 6;
+   */
+  nextAttemptTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message users.v1.WebhookDelivery.
+ * Use `create(WebhookDeliverySchema)` to create a new message.
+ */
+export const WebhookDeliverySchema: GenMessage<WebhookDelivery> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 41);
+
+/**
+ * ReplayWebhookRequest says where to send from again.
+ *
+ * @generated from message users.v1.ReplayWebhookRequest
+ */
+export type ReplayWebhookRequest = Message<"users.v1.ReplayWebhookRequest"> & {
+  /**
+   * @generated from field: int32 id = 1;
+   */
+  id: number;
+
+  /**
+   * Every change after this sequence is sent again (the change log keeps changes for at least 24
+   * hours; one swept from it cannot be sent).
+   *
+   * @generated from field: int64 after_sequence = 2;
+   */
+  afterSequence: bigint;
+};
+
+/**
+ * Describes the message users.v1.ReplayWebhookRequest.
+ * Use `create(ReplayWebhookRequestSchema)` to create a new message.
+ */
+export const ReplayWebhookRequestSchema: GenMessage<ReplayWebhookRequest> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 42);
+
+/**
+ * ReplayWebhookResponse carries the subscription, its delivered_sequence moved back.
+ *
+ * @generated from message users.v1.ReplayWebhookResponse
+ */
+export type ReplayWebhookResponse = Message<"users.v1.ReplayWebhookResponse"> & {
+  /**
+   * @generated from field: users.v1.Webhook webhook = 1;
+   */
+  webhook?: Webhook | undefined;
+};
+
+/**
+ * Describes the message users.v1.ReplayWebhookResponse.
+ * Use `create(ReplayWebhookResponseSchema)` to create a new message.
+ */
+export const ReplayWebhookResponseSchema: GenMessage<ReplayWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_users_v1_users, 43);
+
+/**
  * Users manages users and their posts. Every REST route of the service is a thin adapter over one of
  * these methods, so a route and its RPC cannot disagree.
  *
@@ -1225,4 +1715,101 @@ export const Users: GenService<{
   },
 }> = /*@__PURE__*/
   serviceDesc(file_users_v1_users, 0);
+
+/**
+ * Webhooks manages subscriptions: other systems' HTTPS endpoints that are sent every change of
+ * users, in sequence order, one POST at a time, as a CloudEvents 1.0 structured JSON body signed
+ * as Standard Webhooks 1.0 says. Every method, reads included, needs the scope webhooks.manage: a
+ * subscription sends every user it sees to a URL of its creator's choosing.
+ *
+ * buf:lint:ignore SERVICE_SUFFIX the service name "Webhooks" is fixed by the service's contract, beside Users.
+ *
+ * @generated from service users.v1.Webhooks
+ */
+export const Webhooks: GenService<{
+  /**
+   * CreateWebhook subscribes a URL. The answer carries the signing secret, which no other answer
+   * shows again (RotateWebhookSecret makes a new one). Delivery starts after the newest change
+   * logged when it is created.
+   *
+   * @generated from rpc users.v1.Webhooks.CreateWebhook
+   */
+  createWebhook: {
+    methodKind: "unary";
+    input: typeof CreateWebhookRequestSchema;
+    output: typeof CreateWebhookResponseSchema;
+  },
+  /**
+   * ListWebhooks returns every subscription, oldest first.
+   *
+   * @generated from rpc users.v1.Webhooks.ListWebhooks
+   */
+  listWebhooks: {
+    methodKind: "unary";
+    input: typeof ListWebhooksRequestSchema;
+    output: typeof ListWebhooksResponseSchema;
+  },
+  /**
+   * GetWebhook returns one subscription.
+   *
+   * @generated from rpc users.v1.Webhooks.GetWebhook
+   */
+  getWebhook: {
+    methodKind: "unary";
+    input: typeof GetWebhookRequestSchema;
+    output: typeof GetWebhookResponseSchema;
+  },
+  /**
+   * UpdateWebhook changes a subscription's URL, types or role, or enables or disables it.
+   *
+   * @generated from rpc users.v1.Webhooks.UpdateWebhook
+   */
+  updateWebhook: {
+    methodKind: "unary";
+    input: typeof UpdateWebhookRequestSchema;
+    output: typeof UpdateWebhookResponseSchema;
+  },
+  /**
+   * DeleteWebhook ends a subscription: nothing more is sent to it.
+   *
+   * @generated from rpc users.v1.Webhooks.DeleteWebhook
+   */
+  deleteWebhook: {
+    methodKind: "unary";
+    input: typeof DeleteWebhookRequestSchema;
+    output: typeof DeleteWebhookResponseSchema;
+  },
+  /**
+   * RotateWebhookSecret makes a new signing secret and answers it once. For 24 hours every delivery
+   * is signed with the old secret as well, so that the receiver can change over in its own time.
+   *
+   * @generated from rpc users.v1.Webhooks.RotateWebhookSecret
+   */
+  rotateWebhookSecret: {
+    methodKind: "unary";
+    input: typeof RotateWebhookSecretRequestSchema;
+    output: typeof RotateWebhookSecretResponseSchema;
+  },
+  /**
+   * ListWebhookDeliveries returns a subscription's recent delivery attempts, newest first.
+   *
+   * @generated from rpc users.v1.Webhooks.ListWebhookDeliveries
+   */
+  listWebhookDeliveries: {
+    methodKind: "unary";
+    input: typeof ListWebhookDeliveriesRequestSchema;
+    output: typeof ListWebhookDeliveriesResponseSchema;
+  },
+  /**
+   * ReplayWebhook sends again every change after a sequence, in order, from the next delivery on.
+   *
+   * @generated from rpc users.v1.Webhooks.ReplayWebhook
+   */
+  replayWebhook: {
+    methodKind: "unary";
+    input: typeof ReplayWebhookRequestSchema;
+    output: typeof ReplayWebhookResponseSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_users_v1_users, 1);
 

@@ -1,0 +1,266 @@
+package webhooks
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"usersd/store"
+)
+
+// Store is what the engine and the service need of a store: the subscriptions, and the change log
+// they are sent.
+type Store interface {
+	store.Webhooks
+	store.ChangeLog
+}
+
+const (
+	// leaseTTL is how long a process holds a subscription without renewing it: when a replica dies,
+	// another takes its subscriptions over within it (and a leaseEvery).
+	leaseTTL = 20 * time.Second
+	// leaseEvery is how often the leases are taken and renewed, and new subscriptions found.
+	leaseEvery = 3 * time.Second
+	// eventsPerRead is how many changes a deliverer reads from the log at a time.
+	eventsPerRead = 100
+	// pollEvery is how often a deliverer that has sent everything reads the log without a notice
+	// (a notice from another replica can be lost while a connection is down).
+	pollEvery = time.Second
+	// giveUpAfter is how long a receiver may fail before its subscription is disabled.
+	giveUpAfter = 72 * time.Hour
+)
+
+// Engine delivers the subscriptions whose lease this process holds, each in its own goroutine, one
+// change at a time, in sequence order.
+type Engine struct {
+	store   Store
+	client  *http.Client
+	owner   string // this process, as the leases name it
+	source  string // the CloudEvents source of every event
+	log     *slog.Logger
+	metrics *metrics
+	// leaseFailures counts the lease rounds that failed in a row: the log says when they begin and
+	// when they end, not every round (a failover lasts many).
+	leaseFailures int
+}
+
+// NewEngine returns an engine that delivers st's subscriptions to receivers the policy allows, as
+// events from source (a URI reference that names this service, such as https://users.example.com).
+func NewEngine(st Store, policy Policy, source string, log *slog.Logger, m *Metrics) *Engine {
+	return &Engine{store: st, client: newClient(policy), owner: "usersd-" + rand.Text(), source: source, log: log, metrics: m.orNone()}
+}
+
+// deliverer is the goroutine of one subscription.
+type deliverer struct {
+	generation int64 // of the copy it delivers
+	cancel     context.CancelFunc
+	done       chan struct{}
+	wake       chan struct{}
+}
+
+// Run delivers until ctx ends, then gives up its leases so that another replica takes over at once.
+func (e *Engine) Run(ctx context.Context) {
+	wake := make(chan struct{}, 1)
+	stopNotices := e.store.NotifyUserEvents(wake)
+	defer stopNotices()
+	running := map[int32]*deliverer{}
+	defer func() {
+		for id, d := range running {
+			e.stop(id, d)
+		}
+		release, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := e.store.ReleaseWebhooks(release, e.owner); err != nil {
+			e.log.Warn("webhook leases not given up: another replica takes over when they run out", "error", err)
+		}
+	}()
+	lease := time.NewTicker(leaseEvery)
+	defer lease.Stop()
+	for {
+		e.lease(ctx, running)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-wake:
+				for _, d := range running {
+					select {
+					case d.wake <- struct{}{}:
+					default:
+					}
+				}
+				continue
+			case <-lease.C:
+			}
+			break
+		}
+	}
+}
+
+// lease takes and renews the leases, starts a deliverer for each new subscription held, starts
+// again the one of a subscription that a caller changed, and stops those no longer held.
+func (e *Engine) lease(ctx context.Context, running map[int32]*deliverer) {
+	held, err := e.store.LeaseWebhooks(ctx, e.owner, leaseTTL)
+	if err != nil {
+		if e.leaseFailures++; e.leaseFailures == 1 && ctx.Err() == nil {
+			e.log.Warn("webhook leases not renewed: trying again every few seconds", "error", err)
+		}
+		return // the deliverers go on until their leases run out, when their records fail
+	}
+	if e.leaseFailures > 0 {
+		e.log.Info("webhook leases renewed again", "failed_rounds", e.leaseFailures)
+		e.leaseFailures = 0
+	}
+	holds := map[int32]bool{}
+	for _, w := range held {
+		holds[w.ID] = true
+		if d, ok := running[w.ID]; ok {
+			select {
+			case <-d.done: // it stopped (its lease was lost, or it was disabled): start afresh
+			default:
+				if d.generation == w.Generation {
+					continue
+				}
+			}
+			e.stop(w.ID, d)
+		}
+		running[w.ID] = e.start(ctx, w)
+	}
+	for id, d := range running {
+		if !holds[id] {
+			e.stop(id, d)
+			delete(running, id)
+		}
+	}
+}
+
+func (e *Engine) start(ctx context.Context, w store.Webhook) *deliverer {
+	ctx, cancel := context.WithCancel(ctx)
+	d := &deliverer{generation: w.Generation, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	go func() {
+		defer close(d.done)
+		e.deliver(ctx, w, d.wake)
+	}()
+	return d
+}
+
+func (e *Engine) stop(id int32, d *deliverer) {
+	d.cancel()
+	<-d.done
+	e.metrics.forget(id)
+}
+
+// deliver sends the subscription's changes, from its position on, until ctx ends or the store says
+// that this process no longer holds it (or holds an older copy of it).
+func (e *Engine) deliver(ctx context.Context, sub store.Webhook, wake <-chan struct{}) {
+	unread := 0 // reads of the log that failed in a row: logged when they begin and end
+	for ctx.Err() == nil {
+		if !sub.NextAttempt.IsZero() && time.Until(sub.NextAttempt) > 0 {
+			if !sleep(ctx, time.Until(sub.NextAttempt), nil) {
+				return
+			}
+		}
+		page, err := e.store.UserEvents(ctx, sub.Delivered, eventsPerRead)
+		switch {
+		case errors.Is(err, store.ErrEventsSwept):
+			// Kept 7 days for an enabled subscription: this one was disabled longer, then enabled.
+			e.record(ctx, sub, store.WebhookAttempt{Sequence: sub.Delivered + 1, Error: "the changes after " +
+				formatSequence(sub.Delivered) + " were swept from the log before they could be sent", At: time.Now()},
+				store.WebhookOutcome{Disable: "changes it was owed were swept from the log", Record: true})
+			return
+		case err != nil:
+			if unread++; unread == 1 && ctx.Err() == nil {
+				e.log.Warn("webhook deliveries wait for the change log", "webhook", sub.ID, "error", err)
+			}
+			if !sleep(ctx, pollEvery, nil) {
+				return
+			}
+			continue
+		case unread > 0:
+			e.log.Info("webhook deliveries read the change log again", "webhook", sub.ID, "failed_reads", unread)
+			unread = 0
+		}
+		var ok bool
+		if sub, ok = e.deliverPage(ctx, sub, page); !ok {
+			return
+		}
+		if len(page.Events) < eventsPerRead && sub.FailedAttempts == 0 {
+			e.metrics.lag(sub.ID, 0)
+			if !sleep(ctx, pollEvery, wake) {
+				return
+			}
+		}
+	}
+}
+
+// deliverPage sends a page's changes that the subscription wants, in order, stopping at the first
+// that fails; it returns the subscription as the store holds it after, and false when this process
+// no longer holds it.
+func (e *Engine) deliverPage(ctx context.Context, sub store.Webhook, page store.UserEvents) (store.Webhook, bool) {
+	var passedOver int64 // the last change not wanted since the last one recorded
+	for _, ev := range page.Events {
+		if !wants(sub, ev) {
+			passedOver = ev.Sequence
+			continue
+		}
+		e.metrics.lag(sub.ID, time.Since(ev.At).Seconds())
+		next, delivered, ok := e.attempt(ctx, sub, ev)
+		if !ok {
+			return sub, false
+		}
+		sub, passedOver = next, 0
+		if !delivered {
+			return sub, true
+		}
+	}
+	if passedOver > sub.Delivered {
+		next, err := e.store.RecordWebhookAttempt(ctx, e.owner, sub, store.WebhookAttempt{Sequence: passedOver}, store.WebhookOutcome{Delivered: true})
+		if err != nil {
+			return sub, e.keepGoing(ctx, sub, err)
+		}
+		sub = next
+	}
+	return sub, true
+}
+
+// keepGoing says whether a deliverer goes on after a store error: not when it lost its lease, or
+// ctx ended; after a pause otherwise.
+func (e *Engine) keepGoing(ctx context.Context, sub store.Webhook, err error) bool {
+	if errors.Is(err, store.ErrLeaseLost) || ctx.Err() != nil {
+		return false
+	}
+	e.log.Warn("webhook delivery not recorded: the change is sent again", "webhook", sub.ID, "error", err)
+	return sleep(ctx, pollEvery, nil)
+}
+
+// wants reports whether the subscription is sent the change: of one of its types, and of its role.
+func wants(sub store.Webhook, ev store.UserEvent) bool {
+	if sub.Role != "" && !ev.HasRole(sub.Role) {
+		return false
+	}
+	if len(sub.Types) == 0 {
+		return true
+	}
+	for _, t := range sub.Types {
+		if t == eventTypes[ev.Kind] {
+			return true
+		}
+	}
+	return false
+}
+
+// sleep waits for d, or a wake-up, and reports false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+	case <-wake:
+	}
+	return true
+}

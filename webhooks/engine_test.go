@@ -1,0 +1,453 @@
+package webhooks_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	usersv1 "usersd/gen/users/v1"
+	"usersd/store"
+	"usersd/store/sqlstore"
+	"usersd/users"
+	"usersd/webhooks"
+)
+
+// loopback is the policy of these tests: their receivers listen on http://127.0.0.1.
+var loopback = webhooks.Policy{AllowHTTP: true, AllowPrivate: true}
+
+// setup opens a real SQLite store and runs an engine on it under policy until the test ends.
+func setup(t *testing.T, policy webhooks.Policy) (*sqlstore.Store, *webhooks.Service) {
+	t.Helper()
+	st, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "users.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		webhooks.NewEngine(st, policy, "/usersd-test", slog.New(slog.NewTextHandler(io.Discard, nil)), nil).Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		st.Close()
+	})
+	return st, webhooks.NewService(st, policy)
+}
+
+// delivery is one POST a receiver took.
+type delivery struct {
+	id, timestamp, signature, contentType string
+	body                                  []byte
+	event                                 struct {
+		SpecVersion, ID, Source, Type, Time, Subject, DataContentType, Actor string
+		Data                                                                 struct {
+			ID   int32
+			Name string
+		}
+	}
+}
+
+// receiver is a webhook endpoint on loopback that keeps what it is sent and answers with answer.
+type receiver struct {
+	*httptest.Server
+	mu         sync.Mutex
+	deliveries []delivery
+	answer     func(n int) int // the status of the n-th request (from 0)
+}
+
+func newReceiver(t *testing.T, answer func(n int) int) *receiver {
+	r := &receiver{answer: answer}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		d := delivery{id: req.Header.Get("webhook-id"), timestamp: req.Header.Get("webhook-timestamp"),
+			signature: req.Header.Get("webhook-signature"), contentType: req.Header.Get("Content-Type"), body: body}
+		if err := json.Unmarshal(body, &d.event); err != nil {
+			t.Errorf("a delivery's body is not a JSON event: %v: %s", err, body)
+		}
+		r.mu.Lock()
+		status := r.answer(len(r.deliveries))
+		r.deliveries = append(r.deliveries, d)
+		r.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func always(status int) func(int) int { return func(int) int { return status } }
+
+func (r *receiver) taken() []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]delivery(nil), r.deliveries...)
+}
+
+// waitFor waits up to 30 s for n deliveries.
+func (r *receiver) waitFor(t *testing.T, n int) []delivery {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := r.taken()
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries within 30 s, want %d", len(got), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func subscribe(t *testing.T, svc *webhooks.Service, url string, types ...string) *usersv1.Webhook {
+	t.Helper()
+	res, err := svc.CreateWebhook(context.Background(), &usersv1.CreateWebhookRequest{Webhook: &usersv1.Webhook{Url: url, Types: types}})
+	if err != nil {
+		t.Fatalf("create a webhook for %s: %v", url, err)
+	}
+	return res.GetWebhook()
+}
+
+func createUsers(t *testing.T, st store.Store, n int, role string) []store.User {
+	t.Helper()
+	var out []store.User
+	for i := range n {
+		u, err := st.CreateUser(context.Background(), store.NewUser{Name: fmt.Sprintf("User %d", i), Role: role}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// verify checks a delivery's signature as Standard Webhooks 1.0 says a receiver does, with each
+// secret in turn: HMAC-SHA256 over "id.timestamp.body", keyed by the base64 after whsec_, one of the
+// space-separated "v1,<base64>" values.
+func verify(t *testing.T, d delivery, secret string) bool {
+	t.Helper()
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		t.Fatalf("secret %q: %v", secret, err)
+	}
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s.%s.%s", d.id, d.timestamp, d.body)
+	want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	for _, s := range strings.Fields(d.signature) {
+		if hmac.Equal([]byte(s), []byte(want)) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestEveryChangeIsDeliveredOnceInOrderSignedAsCloudEvents(t *testing.T) {
+	st, svc := setup(t, loopback)
+	r := newReceiver(t, always(http.StatusNoContent))
+	hook := subscribe(t, svc, r.URL+"/hooks")
+	if !strings.HasPrefix(hook.GetSecret(), "whsec_") || !hook.GetEnabled() {
+		t.Fatalf("created %v; want it enabled, with its whsec_ secret", hook)
+	}
+	made := createUsers(t, st, 20, "editor")
+	name := "Renamed"
+	if _, err := st.UpdateUser(context.Background(), made[3].ID, store.UserChanges{Name: &name}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteUser(context.Background(), made[5].ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitFor(t, 22)
+	time.Sleep(200 * time.Millisecond)
+	if n := len(r.taken()); n != 22 {
+		t.Fatalf("%d deliveries, want 22: each change once", n)
+	}
+	var previous int64
+	for i, d := range got {
+		sequence, err := strconv.ParseInt(d.event.ID, 10, 64)
+		if err != nil || sequence <= previous {
+			t.Fatalf("delivery %d has id %q after %d: want increasing sequences", i, d.event.ID, previous)
+		}
+		previous = sequence
+		if d.id != d.event.ID || !verify(t, d, hook.GetSecret()) {
+			t.Errorf("delivery %d: webhook-id %q, event id %q, signature %q does not verify", i, d.id, d.event.ID, d.signature)
+		}
+		if ts, _ := strconv.ParseInt(d.timestamp, 10, 64); time.Since(time.Unix(ts, 0)).Abs() > time.Minute {
+			t.Errorf("delivery %d: webhook-timestamp %q is not now", i, d.timestamp)
+		}
+		e := d.event
+		if e.SpecVersion != "1.0" || e.Source != "/usersd-test" || e.DataContentType != "application/json" || !strings.HasPrefix(d.contentType, "application/cloudevents+json") {
+			t.Errorf("delivery %d is not a structured CloudEvent: %+v, %s", i, e, d.contentType)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, e.Time); err != nil {
+			t.Errorf("delivery %d: time %q: %v", i, e.Time, err)
+		}
+	}
+	for i := range 20 {
+		if e := got[i].event; e.Type != "dev.usersd.user.created" || e.Subject != fmt.Sprintf("users/%d", made[i].ID) || e.Data.ID != made[i].ID || e.Data.Name != made[i].Name {
+			t.Errorf("delivery %d: %+v; want the create of user %d", i, e, made[i].ID)
+		}
+	}
+	if e := got[20].event; e.Type != "dev.usersd.user.updated" || e.Data.Name != "Renamed" {
+		t.Errorf("delivery 20: %+v, want the rename", e)
+	}
+	if e := got[21].event; e.Type != "dev.usersd.user.deleted" || e.Data.ID != made[5].ID {
+		t.Errorf("delivery 21: %+v, want the delete of user %d", e, made[5].ID)
+	}
+	// The subscription says how far it got, and so do its deliveries.
+	after, err := svc.GetWebhook(context.Background(), &usersv1.GetWebhookRequest{Id: hook.GetId()})
+	if err != nil || after.GetWebhook().GetDeliveredSequence() != previous || after.GetWebhook().GetSecret() != "" {
+		t.Fatalf("after: %v, %v; want delivered up to %d, and no secret shown", after, err, previous)
+	}
+	list, err := svc.ListWebhookDeliveries(context.Background(), &usersv1.ListWebhookDeliveriesRequest{Id: hook.GetId()})
+	if err != nil || len(list.GetDeliveries()) != 22 || list.GetDeliveries()[0].GetSequence() != previous || list.GetDeliveries()[0].GetStatus() != 204 {
+		t.Fatalf("deliveries: %d, %v; want the 22, newest first", len(list.GetDeliveries()), err)
+	}
+}
+
+func TestTypesAndRoleChooseTheChanges(t *testing.T) {
+	st, svc := setup(t, loopback)
+	updates := newReceiver(t, always(http.StatusOK))
+	admins := newReceiver(t, always(http.StatusOK))
+	subscribe(t, svc, updates.URL, "dev.usersd.user.updated")
+	if _, err := svc.CreateWebhook(context.Background(), &usersv1.CreateWebhookRequest{Webhook: &usersv1.Webhook{Url: admins.URL, Role: "admin"}}); err != nil {
+		t.Fatal(err)
+	}
+	editors := createUsers(t, st, 3, "editor")
+	adminsMade := createUsers(t, st, 2, "admin")
+	role := "admin"
+	if _, err := st.UpdateUser(context.Background(), editors[0].ID, store.UserChanges{Role: &role}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := updates.waitFor(t, 1)
+	if got[0].event.Type != "dev.usersd.user.updated" || got[0].event.Data.ID != editors[0].ID {
+		t.Fatalf("the updates' subscription got %+v", got[0].event)
+	}
+	a := admins.waitFor(t, 3)
+	if a[0].event.Data.ID != adminsMade[0].ID || a[1].event.Data.ID != adminsMade[1].ID || a[2].event.Data.ID != editors[0].ID {
+		t.Fatalf("the admins' subscription got %v", a)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if len(updates.taken()) != 1 || len(admins.taken()) != 3 {
+		t.Fatalf("got %d and %d deliveries, want 1 and 3", len(updates.taken()), len(admins.taken()))
+	}
+}
+
+func TestAFailedDeliveryIsTriedAgainAndNothingOvertakesIt(t *testing.T) {
+	st, svc := setup(t, loopback)
+	r := newReceiver(t, func(n int) int {
+		if n == 0 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	hook := subscribe(t, svc, r.URL)
+	made := createUsers(t, st, 3, "")
+	got := r.waitFor(t, 4) // the first twice, then the others
+	for i, want := range []int32{made[0].ID, made[0].ID, made[1].ID, made[2].ID} {
+		if got[i].event.Data.ID != want {
+			t.Fatalf("delivery %d is of user %d, want %d: %v", i, got[i].event.Data.ID, want, got)
+		}
+	}
+	if got[0].id != got[1].id {
+		t.Fatalf("the retry has webhook-id %q, the first attempt %q: want the same", got[1].id, got[0].id)
+	}
+	list, err := svc.ListWebhookDeliveries(context.Background(), &usersv1.ListWebhookDeliveriesRequest{Id: hook.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := list.GetDeliveries()[len(list.GetDeliveries())-1]
+	if first.GetStatus() != 503 || !strings.Contains(first.GetError(), "503") || first.GetNextAttemptTime() == nil {
+		t.Fatalf("the first attempt is recorded as %v; want the 503, its error and its next attempt", first)
+	}
+}
+
+func TestA410DisablesTheSubscription(t *testing.T) {
+	st, svc := setup(t, loopback)
+	r := newReceiver(t, always(http.StatusGone))
+	hook := subscribe(t, svc, r.URL)
+	createUsers(t, st, 3, "")
+	r.waitFor(t, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := svc.GetWebhook(context.Background(), &usersv1.GetWebhookRequest{Id: hook.GetId()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.GetWebhook().GetEnabled() {
+			if !strings.Contains(got.GetWebhook().GetDisabledReason(), "410") {
+				t.Fatalf("disabled for %q, want the 410", got.GetWebhook().GetDisabledReason())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a subscription whose receiver answered 410 is still enabled after 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := len(r.taken()); n != 1 {
+		t.Fatalf("%d deliveries after a 410, want 1", n)
+	}
+	// Enabling it again resumes where it stopped.
+	r.mu.Lock()
+	r.answer = always(http.StatusOK)
+	r.mu.Unlock()
+	if _, err := svc.UpdateWebhook(context.Background(), &usersv1.UpdateWebhookRequest{Id: hook.GetId(), Webhook: &usersv1.Webhook{Enabled: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.waitFor(t, 4); got[1].id != got[0].id {
+		t.Fatalf("after enabling, the first delivery is %s, want %s again", got[1].id, got[0].id)
+	}
+}
+
+func TestNoRedirectIsFollowedAndAnswersAreReadUpTo64KiB(t *testing.T) {
+	st, svc := setup(t, loopback)
+	target := newReceiver(t, always(http.StatusOK))
+	redirect := httptest.NewServer(http.RedirectHandler(target.URL, http.StatusTemporaryRedirect))
+	t.Cleanup(redirect.Close)
+	huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		chunk := make([]byte, 1<<20)
+		for range 10 { // 10 MB, of which 64 KiB are read
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(huge.Close)
+	redirected := subscribe(t, svc, redirect.URL)
+	large := subscribe(t, svc, huge.URL)
+	createUsers(t, st, 1, "")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r, _ := svc.ListWebhookDeliveries(context.Background(), &usersv1.ListWebhookDeliveriesRequest{Id: redirected.GetId()})
+		l, _ := svc.ListWebhookDeliveries(context.Background(), &usersv1.ListWebhookDeliveriesRequest{Id: large.GetId()})
+		if len(r.GetDeliveries()) > 0 && len(l.GetDeliveries()) > 0 {
+			if got := r.GetDeliveries()[0]; got.GetStatus() != http.StatusTemporaryRedirect || got.GetError() == "" {
+				t.Errorf("a redirect is recorded as %v; want a failed 307", got)
+			}
+			if got := l.GetDeliveries()[0]; got.GetStatus() != http.StatusOK || got.GetError() != "" {
+				t.Errorf("a 10 MB answer is recorded as %v; want delivered", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no attempt recorded within 15 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := len(target.taken()); n != 0 {
+		t.Fatalf("the redirect's target got %d deliveries; a redirect must not be followed", n)
+	}
+}
+
+func TestAHangingReceiverHoldsUpNoOtherSubscription(t *testing.T) {
+	st, svc := setup(t, loopback)
+	release := make(chan struct{})
+	hanging := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	t.Cleanup(func() { close(release); hanging.Close() })
+	fast := newReceiver(t, always(http.StatusOK))
+	subscribe(t, svc, hanging.URL)
+	subscribe(t, svc, fast.URL)
+	began := time.Now()
+	createUsers(t, st, 10, "")
+	fast.waitFor(t, 10)
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("the fast receiver took %v to get 10 changes while the other hung", took)
+	}
+}
+
+func TestBadSubscriptionsAreRefusedAndMakeNothing(t *testing.T) {
+	_, svc := setup(t, webhooks.Policy{AllowHTTP: true})
+	for _, c := range []struct {
+		name string
+		hook *usersv1.Webhook
+	}{
+		{"no URL", &usersv1.Webhook{}},
+		{"a relative URL", &usersv1.Webhook{Url: "/hooks"}},
+		{"another scheme", &usersv1.Webhook{Url: "ftp://example.com/hooks"}},
+		{"http off loopback", &usersv1.Webhook{Url: "http://example.com/hooks"}},
+		{"a user and password", &usersv1.Webhook{Url: "https://me:secret@example.com/hooks"}},
+		{"a fragment", &usersv1.Webhook{Url: "https://example.com/hooks#part"}},
+		{"too long", &usersv1.Webhook{Url: "https://example.com/" + strings.Repeat("a", 2048)}},
+		{"a loopback address", &usersv1.Webhook{Url: "http://127.0.0.1:9/hooks"}},
+		{"a private address", &usersv1.Webhook{Url: "https://10.1.2.3/hooks"}},
+		{"a link-local address", &usersv1.Webhook{Url: "https://169.254.169.254/latest"}},
+		{"a unique-local address", &usersv1.Webhook{Url: "https://[fd00::1]/hooks"}},
+		{"a host that does not resolve", &usersv1.Webhook{Url: "https://no-such-host.invalid/hooks"}},
+		{"an unknown type", &usersv1.Webhook{Url: "https://93.184.215.14/hooks", Types: []string{"dev.usersd.user.renamed"}}},
+		{"a role with a control character", &usersv1.Webhook{Url: "https://93.184.215.14/hooks", Role: "ad\x00min"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := svc.CreateWebhook(context.Background(), &usersv1.CreateWebhookRequest{Webhook: c.hook})
+			if codeOf(err) != connect.CodeInvalidArgument {
+				t.Fatalf("%v: %v, want invalid_argument", c.hook, err)
+			}
+		})
+	}
+	list, err := svc.ListWebhooks(context.Background(), &usersv1.ListWebhooksRequest{})
+	if err != nil || len(list.GetWebhooks()) != 0 {
+		t.Fatalf("after refused creates: %v, %v; want none", list, err)
+	}
+	if _, err := svc.UpdateWebhook(context.Background(), &usersv1.UpdateWebhookRequest{Id: 1, Webhook: &usersv1.Webhook{}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"secret"}}}); codeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("an update of the secret: %v, want invalid_argument", err)
+	}
+	if _, err := svc.GetWebhook(context.Background(), &usersv1.GetWebhookRequest{Id: 7}); codeOf(err) != connect.CodeNotFound {
+		t.Fatalf("a missing subscription: %v, want not_found", err)
+	}
+}
+
+// A subscription made while private addresses were allowed is refused at each connection by a
+// server that no longer allows them: after DNS, whatever the URL said at creation.
+func TestAPrivateAddressIsRefusedAtEveryConnection(t *testing.T) {
+	st, svc := setup(t, webhooks.Policy{AllowHTTP: true})
+	r := newReceiver(t, always(http.StatusOK))
+	hook := subscribe(t, webhooks.NewService(st, loopback), r.URL)
+	createUsers(t, st, 1, "")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		list, err := svc.ListWebhookDeliveries(context.Background(), &usersv1.ListWebhookDeliveriesRequest{Id: hook.GetId()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.GetDeliveries()) > 0 {
+			if got := list.GetDeliveries()[0]; got.GetStatus() != 0 || !strings.Contains(got.GetError(), "private") {
+				t.Fatalf("the attempt is recorded as %v; want refused for its address", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no attempt within 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := len(r.taken()); n != 0 {
+		t.Fatalf("the receiver on loopback got %d deliveries", n)
+	}
+}
+
+// codeOf is the RPC code of a service error, as the faces send it.
+func codeOf(err error) connect.Code {
+	var e *users.Error
+	if errors.As(err, &e) {
+		return e.Code()
+	}
+	return connect.CodeUnknown
+}
