@@ -120,8 +120,8 @@ func TestWebhooksDeliverEveryAcknowledgedCreateAcrossSIGKILL(t *testing.T) {
 	for i := 1; i < len(arrived); i++ {
 		switch {
 		case arrived[i] > arrived[i-1]:
-		case arrived[i] == arrived[i-1] && i == atKill && repeats == 0:
-			repeats++ // the change under way at the kill, sent again first
+		case arrived[i] == arrived[i-1] && (i == atKill || i == atKill+1) && repeats == 0:
+			repeats++ // the change under way at the kill (it may arrive just after it was counted), sent again first
 		default:
 			t.Fatalf("delivery %d is of sequence %d after %d (%d delivered before the kill)", i, arrived[i], arrived[i-1], atKill)
 		}
