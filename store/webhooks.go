@@ -40,7 +40,7 @@ type Webhook struct {
 	Created        time.Time
 	Updated        time.Time
 	// Generation grows with every change a caller makes (an update, a rotation, a replay), so that a
-	// deliverer holding an older copy learns of it before it records an attempt.
+	// deliverer holding an older copy learns of it when the lease is renewed.
 	Generation int64
 }
 
@@ -104,8 +104,9 @@ type Webhooks interface {
 	// ReleaseWebhooks gives up owner's leases, so that another process takes them at once.
 	ReleaseWebhooks(ctx context.Context, owner string) error
 	// RecordWebhookAttempt applies an attempt's outcome to held, the subscription as its deliverer
-	// read it, if owner still holds its lease and nobody has changed it since (its Generation);
-	// otherwise ErrLeaseLost, and nothing changes: the deliverer starts again from what the store
-	// holds, if it still holds the lease.
+	// read it, if owner still holds its lease and its position is still held's (a replay moves
+	// it); otherwise ErrLeaseLost, and nothing changes: the deliverer starts again from what the
+	// store holds, if it still holds the lease. A caller's other changes (a rotated secret, a new
+	// URL) do not void an attempt made before the deliverer learnt of them.
 	RecordWebhookAttempt(ctx context.Context, owner string, held Webhook, a WebhookAttempt, o WebhookOutcome) (Webhook, error)
 }

@@ -55,10 +55,24 @@ func NewEngine(st Store, policy Policy, source string, log *slog.Logger, m *Metr
 
 // deliverer is the goroutine of one subscription.
 type deliverer struct {
-	generation int64 // of the copy it delivers
+	generation int64 // of the newest copy it was given
 	cancel     context.CancelFunc
 	done       chan struct{}
 	wake       chan struct{}
+	// changed takes a newer copy of the subscription (a new secret, URL, types or role), which the
+	// deliverer takes up before its next attempt: a caller's change never cuts off an attempt
+	// under way, which would send its change twice.
+	changed chan store.Webhook
+}
+
+// offer gives the deliverer a newer copy, replacing one it has not taken up yet.
+func (d *deliverer) offer(w store.Webhook) {
+	select {
+	case <-d.changed:
+	default:
+	}
+	d.changed <- w
+	d.generation = w.Generation
 }
 
 // Run delivers until ctx ends, then gives up its leases so that another replica takes over at once.
@@ -120,12 +134,13 @@ func (e *Engine) lease(ctx context.Context, running map[int32]*deliverer) {
 		if d, ok := running[w.ID]; ok {
 			select {
 			case <-d.done: // it stopped (its lease was lost, or it was disabled): start afresh
+				e.stop(w.ID, d)
 			default:
-				if d.generation == w.Generation {
-					continue
+				if d.generation != w.Generation {
+					d.offer(w)
 				}
+				continue
 			}
-			e.stop(w.ID, d)
 		}
 		running[w.ID] = e.start(ctx, w)
 	}
@@ -139,10 +154,10 @@ func (e *Engine) lease(ctx context.Context, running map[int32]*deliverer) {
 
 func (e *Engine) start(ctx context.Context, w store.Webhook) *deliverer {
 	ctx, cancel := context.WithCancel(ctx)
-	d := &deliverer{generation: w.Generation, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	d := &deliverer{generation: w.Generation, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), changed: make(chan store.Webhook, 1)}
 	go func() {
 		defer close(d.done)
-		e.deliver(ctx, w, d.wake)
+		e.deliver(ctx, w, d.wake, d.changed)
 	}()
 	return d
 }
@@ -155,9 +170,10 @@ func (e *Engine) stop(id int32, d *deliverer) {
 
 // deliver sends the subscription's changes, from its position on, until ctx ends or the store says
 // that this process no longer holds it (or holds an older copy of it).
-func (e *Engine) deliver(ctx context.Context, sub store.Webhook, wake <-chan struct{}) {
+func (e *Engine) deliver(ctx context.Context, sub store.Webhook, wake <-chan struct{}, changed <-chan store.Webhook) {
 	unread := 0 // reads of the log that failed in a row: logged when they begin and end
 	for ctx.Err() == nil {
+		sub = takeUp(sub, changed)
 		if !sub.NextAttempt.IsZero() && time.Until(sub.NextAttempt) > 0 {
 			if !sleep(ctx, time.Until(sub.NextAttempt), nil) {
 				return
@@ -184,7 +200,7 @@ func (e *Engine) deliver(ctx context.Context, sub store.Webhook, wake <-chan str
 			unread = 0
 		}
 		var ok bool
-		if sub, ok = e.deliverPage(ctx, sub, page); !ok {
+		if sub, ok = e.deliverPage(ctx, sub, page, changed); !ok {
 			return
 		}
 		if len(page.Events) < eventsPerRead && sub.FailedAttempts == 0 {
@@ -199,9 +215,10 @@ func (e *Engine) deliver(ctx context.Context, sub store.Webhook, wake <-chan str
 // deliverPage sends a page's changes that the subscription wants, in order, stopping at the first
 // that fails; it returns the subscription as the store holds it after, and false when this process
 // no longer holds it.
-func (e *Engine) deliverPage(ctx context.Context, sub store.Webhook, page store.UserEvents) (store.Webhook, bool) {
+func (e *Engine) deliverPage(ctx context.Context, sub store.Webhook, page store.UserEvents, changed <-chan store.Webhook) (store.Webhook, bool) {
 	var passedOver int64 // the last change not wanted since the last one recorded
 	for _, ev := range page.Events {
+		sub = takeUp(sub, changed)
 		if !wants(sub, ev) {
 			passedOver = ev.Sequence
 			continue
@@ -234,6 +251,20 @@ func (e *Engine) keepGoing(ctx context.Context, sub store.Webhook, err error) bo
 	}
 	e.log.Warn("webhook delivery not recorded: the change is sent again", "webhook", sub.ID, "error", err)
 	return sleep(ctx, pollEvery, nil)
+}
+
+// takeUp takes up a newer copy of the subscription, if one came: its secrets, URL, types and role.
+// Its position and failures stay the deliverer's own, which the copy, read when the leases were
+// renewed, may predate; a replay, which moves the position, makes the next record fail instead, and
+// the deliverer starts again from the store.
+func takeUp(sub store.Webhook, changed <-chan store.Webhook) store.Webhook {
+	select {
+	case fresh := <-changed:
+		fresh.Delivered, fresh.FailedAttempts, fresh.FailingSince, fresh.NextAttempt = sub.Delivered, sub.FailedAttempts, sub.FailingSince, sub.NextAttempt
+		return fresh
+	default:
+		return sub
+	}
 }
 
 // wants reports whether the subscription is sent the change: of one of its types, and of its role.

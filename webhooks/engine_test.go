@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/internal/proctest"
 	"usersd/store"
 	"usersd/store/sqlstore"
 	"usersd/users"
@@ -450,4 +454,145 @@ func codeOf(err error) connect.Code {
 		return e.Code()
 	}
 	return connect.CodeUnknown
+}
+
+// TestAReceiverDownForTwoMinutesGetsEverythingAfterInOrder: a receiver that refuses connections for
+// two minutes while changes are made gets every one of them once it is back, in order, each once
+// (the attempts that found it down were never delivered), within the backoff's next try.
+func TestAReceiverDownForTwoMinutesGetsEverythingAfterInOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes about three minutes of waiting")
+	}
+	t.Parallel()
+	st, svc := setup(t, loopback)
+	r := newReceiver(t, always(http.StatusOK))
+	hook := subscribe(t, svc, r.URL)
+	createUsers(t, st, 5, "")
+	r.waitFor(t, 5)
+	// Down: the port refuses connections until a receiver listens on it again.
+	addr := r.Listener.Addr().String()
+	r.Close()
+	var during []store.User
+	for range 12 { // a change every ten seconds for two minutes
+		during = append(during, createUsers(t, st, 1, "")...)
+		time.Sleep(10 * time.Second)
+	}
+	back := newReceiverOn(t, addr, always(http.StatusOK))
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(back.taken()) < len(during) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	got := back.taken()
+	if len(got) != len(during) {
+		t.Fatalf("%d deliveries within 3 minutes of the receiver's return, want the %d changes made while it was down", len(got), len(during))
+	}
+	for i, d := range got {
+		if d.event.Data.ID != during[i].ID {
+			t.Fatalf("delivery %d after the return is of user %d, want %d: in order, each once", i, d.event.Data.ID, during[i].ID)
+		}
+	}
+	list, err := svc.GetWebhook(context.Background(), &usersv1.GetWebhookRequest{Id: hook.GetId()})
+	if err != nil || !list.GetWebhook().GetEnabled() || list.GetWebhook().GetFailedAttempts() != 0 {
+		t.Fatalf("after: %v, %v; want enabled, its failures cleared", list, err)
+	}
+}
+
+// newReceiverOn is newReceiver listening on addr (a receiver's address, back after it went away).
+func newReceiverOn(t *testing.T, addr string, answer func(n int) int) *receiver {
+	t.Helper()
+	r := newReceiver(t, answer)
+	r.Close() // its own port: it listens on addr instead
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen on %s again: %v", addr, err)
+	}
+	r.Server = httptest.NewUnstartedServer(r.Config.Handler)
+	r.Listener.Close()
+	r.Listener = l
+	r.Start()
+	t.Cleanup(r.Close)
+	return r
+}
+
+// TestDeliveriesVerifyWithOtherPeoplesLibraries checks deliveries as receivers check them: the
+// signature with the Standard Webhooks library, the envelope with the CloudEvents SDK (npm packages
+// standardwebhooks and cloudevents, in web/node_modules), across a secret's rotation, when both
+// secrets sign.
+func TestDeliveriesVerifyWithOtherPeoplesLibraries(t *testing.T) {
+	node, err := exec.LookPath("node")
+	modules, _ := filepath.Abs("../web/node_modules")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(modules, "standardwebhooks"))
+	}
+	if err != nil {
+		proctest.MissingTool(t, "USERS_REQUIRE_NODE", "needs node and web/node_modules ("+err.Error()+"): run npm ci in web/")
+	}
+	st, svc := setup(t, loopback)
+	var mu sync.Mutex
+	type captured struct {
+		Secret  string            `json:"secret"`
+		Headers map[string]string `json:"headers"`
+		Body    string            `json:"body"`
+	}
+	var deliveries []captured
+	secret := ""
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		headers := map[string]string{}
+		for name := range r.Header {
+			headers[strings.ToLower(name)] = r.Header.Get(name)
+		}
+		mu.Lock()
+		deliveries = append(deliveries, captured{Secret: secret, Headers: headers, Body: string(body)})
+		mu.Unlock()
+	}))
+	t.Cleanup(receiver.Close)
+	hook := subscribe(t, svc, receiver.URL)
+	mu.Lock()
+	secret = hook.GetSecret()
+	mu.Unlock()
+	made := createUsers(t, st, 3, "admin")
+	waitForCount(t, &mu, func() int { return len(deliveries) }, 3)
+	// After a rotation the receiver may hold either secret: the old one still verifies, and so
+	// does the new.
+	rotated, err := svc.RotateWebhookSecret(context.Background(), &usersv1.RotateWebhookSecretRequest{Id: hook.GetId()})
+	if err != nil || rotated.GetWebhook().GetSecret() == hook.GetSecret() {
+		t.Fatalf("rotate: %v, %v", rotated, err)
+	}
+	time.Sleep(4 * time.Second) // the deliverer takes the new secret up when the leases are renewed (every 3 s)
+	if err := st.DeleteUser(context.Background(), made[0].ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitForCount(t, &mu, func() int { return len(deliveries) }, 4)
+	mu.Lock()
+	last := deliveries[3]
+	deliveries = append(deliveries, last)
+	deliveries[4].Secret = rotated.GetWebhook().GetSecret()
+	out, _ := json.Marshal(deliveries)
+	mu.Unlock()
+	file := filepath.Join(t.TempDir(), "deliveries.json")
+	if err := os.WriteFile(file, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, "testdata/verify.cjs", file)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+	result, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(result)) != "verified 5" {
+		t.Fatalf("node testdata/verify.cjs: %v\n%s", err, result)
+	}
+}
+
+func waitForCount(t *testing.T, mu *sync.Mutex, count func() int, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		got := count()
+		mu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries within 20 s, want %d", got, n)
+		}
+	}
 }

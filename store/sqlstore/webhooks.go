@@ -282,7 +282,8 @@ func (s *Store) ReleaseWebhooks(ctx context.Context, owner string) (err error) {
 	return nil
 }
 
-// RecordWebhookAttempt applies an attempt's outcome, if owner holds the lease and held is current.
+// RecordWebhookAttempt applies an attempt's outcome, if owner holds the lease and the position is
+// still held's.
 func (s *Store) RecordWebhookAttempt(ctx context.Context, owner string, held store.Webhook, a store.WebhookAttempt, o store.WebhookOutcome) (_ store.Webhook, err error) {
 	if err := s.refuseWrite(); err != nil {
 		return store.Webhook{}, err
@@ -295,7 +296,7 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, owner string, held sto
 			return err
 		}
 		var statement string
-		args := []any{held.ID, owner, held.Generation, now}
+		args := []any{held.ID, owner, held.Delivered, now}
 		switch {
 		case o.Delivered:
 			statement = `UPDATE webhooks SET delivered = $5, failed_attempts = 0, failing_since = 0, next_attempt = 0`
@@ -309,7 +310,7 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, owner string, held sto
 			args = append(args, o.Disable)
 			statement += `, enabled = FALSE, disabled_reason = ` + placeholder(len(args)) + `, lease_owner = '', lease_until = 0`
 		}
-		w, err = scanWebhook(tx.QueryRowContext(ctx, statement+` WHERE id = $1 AND lease_owner = $2 AND generation = $3
+		w, err = scanWebhook(tx.QueryRowContext(ctx, statement+` WHERE id = $1 AND lease_owner = $2 AND delivered = $3
 			AND lease_until >= $4 RETURNING `+webhookColumns, args...))
 		if errors.Is(err, store.ErrNotFound) {
 			return store.ErrLeaseLost

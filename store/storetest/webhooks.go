@@ -163,30 +163,37 @@ func testWebhookAttempts(t *testing.T, s store.Store, w store.Webhooks, _ *Clock
 	if err != nil || delivered.Delivered != events[0].Sequence || delivered.FailedAttempts != 0 || !delivered.NextAttempt.IsZero() {
 		t.Fatalf("a delivery: %+v, %v; want delivered up to %d, no failures", delivered, err, events[0].Sequence)
 	}
-	// A caller's change in between (here the role) makes the deliverer's copy stale: its attempt
-	// does not count, and it reads the subscription again.
+	// A caller's change in between (here the role) does not void the deliverer's attempt; a replay,
+	// which moves the position, does.
 	role := ""
 	if _, err := w.UpdateWebhook(ctx, hook.ID, store.WebhookChanges{Role: &role}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.RecordWebhookAttempt(ctx, "a", delivered, store.WebhookAttempt{Sequence: events[1].Sequence, Status: 204, At: now}, store.WebhookOutcome{Delivered: true, Record: true}); !errors.Is(err, store.ErrLeaseLost) {
-		t.Fatalf("an attempt on a stale copy: %v, want ErrLeaseLost", err)
+	recorded, err := w.RecordWebhookAttempt(ctx, "a", delivered, store.WebhookAttempt{Sequence: events[1].Sequence, Status: 204, At: now}, store.WebhookOutcome{Delivered: true, Record: true})
+	if err != nil || recorded.Delivered != events[1].Sequence || recorded.Role != "" {
+		t.Fatalf("an attempt from before a role change: %+v, %v; want it counted", recorded, err)
+	}
+	if _, err := w.ReplayWebhook(ctx, hook.ID, hook.Delivered); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.RecordWebhookAttempt(ctx, "a", recorded, store.WebhookAttempt{Sequence: events[1].Sequence + 1, Status: 204, At: now}, store.WebhookOutcome{Delivered: true, Record: true}); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("an attempt from before a replay: %v, want ErrLeaseLost", err)
 	}
 	current, err := w.LeaseWebhooks(ctx, "a", time.Minute)
 	if err != nil || len(current) != 1 {
 		t.Fatal(current, err)
 	}
-	gone, err := w.RecordWebhookAttempt(ctx, "a", current[0], store.WebhookAttempt{Sequence: events[1].Sequence, Status: 410, Error: "410 Gone", At: now}, store.WebhookOutcome{Disable: "the receiver answered 410 Gone", Record: true})
-	if err != nil || gone.Enabled || gone.DisabledReason != "the receiver answered 410 Gone" || gone.Delivered != events[0].Sequence {
-		t.Fatalf("a 410: %+v, %v; want disabled with its reason, still delivered up to %d", gone, err, events[0].Sequence)
+	gone, err := w.RecordWebhookAttempt(ctx, "a", current[0], store.WebhookAttempt{Sequence: events[0].Sequence, Status: 410, Error: "410 Gone", At: now}, store.WebhookOutcome{Disable: "the receiver answered 410 Gone", Record: true})
+	if err != nil || gone.Enabled || gone.DisabledReason != "the receiver answered 410 Gone" || gone.Delivered != hook.Delivered {
+		t.Fatalf("a 410: %+v, %v; want disabled with its reason, still at the replay's %d", gone, err, hook.Delivered)
 	}
 	if again, err := w.LeaseWebhooks(ctx, "a", time.Minute); err != nil || len(again) != 0 {
 		t.Fatalf("a disabled subscription leased: %+v, %v", again, err)
 	}
 	attempts, err := w.WebhookDeliveries(ctx, hook.ID, 10)
-	if err != nil || len(attempts) != 3 || attempts[0].Status != 410 || attempts[1].Status != 204 || attempts[2].Status != 500 ||
-		attempts[2].Latency != 12*time.Millisecond || attempts[2].Error != "500 Internal Server Error" || !attempts[2].At.Equal(now) {
-		t.Fatalf("deliveries: %+v, %v; want the three attempts, newest first, as recorded", attempts, err)
+	if err != nil || len(attempts) != 4 || attempts[0].Status != 410 || attempts[1].Status != 204 || attempts[3].Status != 500 ||
+		attempts[3].Latency != 12*time.Millisecond || attempts[3].Error != "500 Internal Server Error" || !attempts[3].At.Equal(now) {
+		t.Fatalf("deliveries: %+v, %v; want the four attempts, newest first, as recorded", attempts, err)
 	}
 	on := true
 	enabled, err := w.UpdateWebhook(ctx, hook.ID, store.WebhookChanges{Enabled: &on})
