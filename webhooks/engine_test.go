@@ -205,7 +205,10 @@ func TestEveryChangeIsDeliveredOnceInOrderSignedAsCloudEvents(t *testing.T) {
 		}
 	}
 	for i := range 20 {
-		if e := got[i].event; e.Type != "dev.usersd.user.created" || e.Subject != fmt.Sprintf("users/%d", made[i].ID) || e.Data.ID != made[i].ID || e.Data.Name != made[i].Name {
+		// User 5 is deleted below: a change of a user since deleted carries its id alone, as every
+		// watch has it (the log forgets a deleted user's name), if it is sent after the delete.
+		name := createdName(got[i].event.Data.Name, made[i].Name, i == 5)
+		if e := got[i].event; e.Type != "dev.usersd.user.created" || e.Subject != fmt.Sprintf("users/%d", made[i].ID) || e.Data.ID != made[i].ID || e.Data.Name != name {
 			t.Errorf("delivery %d: %+v; want the create of user %d", i, e, made[i].ID)
 		}
 	}
@@ -224,6 +227,15 @@ func TestEveryChangeIsDeliveredOnceInOrderSignedAsCloudEvents(t *testing.T) {
 	if err != nil || len(list.GetDeliveries()) != 22 || list.GetDeliveries()[0].GetSequence() != previous || list.GetDeliveries()[0].GetStatus() != 204 {
 		t.Fatalf("deliveries: %d, %v; want the 22, newest first", len(list.GetDeliveries()), err)
 	}
+}
+
+// createdName is the name a create's event carries: the user's, or none for a user deleted since, whose
+// create may be sent after its delete.
+func createdName(got, made string, deletedSince bool) string {
+	if deletedSince && got == "" {
+		return ""
+	}
+	return made
 }
 
 func TestTypesAndRoleChooseTheChanges(t *testing.T) {
