@@ -110,8 +110,13 @@ func testReplicasDeliverOnceAtATime(t *testing.T, db string, flags []string) {
 	atKill := len(arrived)
 	mu.Unlock()
 	deliverer.Wait()
+	// A delivery the killed replica had sent may still be under way in the receiver; once it is
+	// done, every delivery is another replica's (which takes the lease over when it runs out).
+	for deadline := time.Now().Add(time.Second); underWay.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	mu.Lock()
-	afterDeath := len(arrived) // every delivery from here on is another replica's
+	afterDeath := len(arrived)
 	mu.Unlock()
 	time.Sleep(3 * time.Second)
 	stop()
