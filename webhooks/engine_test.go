@@ -351,23 +351,11 @@ func TestNoRedirectIsFollowedAndAnswersAreReadUpTo64KiB(t *testing.T) {
 	redirected := subscribe(t, svc, redirect.URL)
 	large := subscribe(t, svc, huge.URL)
 	createUsers(t, st, 1, "")
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		r, _ := svc.ListWebhookDeliveries(context.Background(), &usersv1.ListWebhookDeliveriesRequest{Id: redirected.GetId()})
-		l, _ := svc.ListWebhookDeliveries(context.Background(), &usersv1.ListWebhookDeliveriesRequest{Id: large.GetId()})
-		if len(r.GetDeliveries()) > 0 && len(l.GetDeliveries()) > 0 {
-			if got := r.GetDeliveries()[0]; got.GetStatus() != http.StatusTemporaryRedirect || got.GetError() == "" {
-				t.Errorf("a redirect is recorded as %v; want a failed 307", got)
-			}
-			if got := l.GetDeliveries()[0]; got.GetStatus() != http.StatusOK || got.GetError() != "" {
-				t.Errorf("a 10 MB answer is recorded as %v; want delivered", got)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no attempt recorded within 15 s")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if got := lastAttempt(t, svc, redirected.GetId()); got.GetStatus() != http.StatusTemporaryRedirect || got.GetError() == "" {
+		t.Errorf("a redirect is recorded as %v; want a failed 307", got)
+	}
+	if got := lastAttempt(t, svc, large.GetId()); got.GetStatus() != http.StatusOK || got.GetError() != "" {
+		t.Errorf("a 10 MB answer is recorded as %v; want delivered", got)
 	}
 	if n := len(target.taken()); n != 0 {
 		t.Fatalf("the redirect's target got %d deliveries; a redirect must not be followed", n)
@@ -437,25 +425,28 @@ func TestAPrivateAddressIsRefusedAtEveryConnection(t *testing.T) {
 	r := newReceiver(t, always(http.StatusOK))
 	hook := subscribe(t, webhooks.NewService(st, loopback), r.URL)
 	createUsers(t, st, 1, "")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		list, err := svc.ListWebhookDeliveries(context.Background(), &usersv1.ListWebhookDeliveriesRequest{Id: hook.GetId()})
+	if got := lastAttempt(t, svc, hook.GetId()); got.GetStatus() != 0 || !strings.Contains(got.GetError(), "private") {
+		t.Fatalf("the attempt is recorded as %v; want refused for its address", got)
+	}
+	if n := len(r.taken()); n != 0 {
+		t.Fatalf("the receiver on loopback got %d deliveries", n)
+	}
+}
+
+// lastAttempt waits up to 15 s for the subscription's first recorded attempt, and returns the newest.
+func lastAttempt(t *testing.T, svc *webhooks.Service, id int32) *usersv1.WebhookDelivery {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		list, err := svc.ListWebhookDeliveries(context.Background(), &usersv1.ListWebhookDeliveriesRequest{Id: id})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(list.GetDeliveries()) > 0 {
-			if got := list.GetDeliveries()[0]; got.GetStatus() != 0 || !strings.Contains(got.GetError(), "private") {
-				t.Fatalf("the attempt is recorded as %v; want refused for its address", got)
-			}
-			break
+			return list.GetDeliveries()[0]
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no attempt within 10 s")
+			t.Fatalf("no attempt of subscription %d recorded within 15 s", id)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if n := len(r.taken()); n != 0 {
-		t.Fatalf("the receiver on loopback got %d deliveries", n)
 	}
 }
 

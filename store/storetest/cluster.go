@@ -201,15 +201,24 @@ func (s *Server) Log() string {
 
 func (s *Server) pid(t testing.TB) int {
 	t.Helper()
-	out, err := os.ReadFile(filepath.Join(s.dir, "postmaster.pid"))
+	pid, err := postmasterPID(s.dir)
 	if err != nil {
 		t.Fatalf("%s is not running: %v", s.Name, err)
 	}
+	return pid
+}
+
+// postmasterPID is the pid that a data folder's postmaster.pid names: the server's, while it runs.
+func postmasterPID(dataDir string) (int, error) {
+	out, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
 	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
 	if err != nil {
-		t.Fatalf("read the pid of %s: %v", s.Name, err)
+		return 0, fmt.Errorf("read %s/postmaster.pid: %w", dataDir, err)
 	}
-	return pid
+	return pid, nil
 }
 
 func (s *Server) exec(t testing.TB, statement string) {

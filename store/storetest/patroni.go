@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -271,13 +270,9 @@ func (n *PatroniNode) KillPostmaster(t testing.TB) {
 // postmaster is the pid of the node's running PostgreSQL server.
 func (n *PatroniNode) postmaster(t testing.TB) int {
 	t.Helper()
-	out, err := os.ReadFile(filepath.Join(n.dataDir, "postmaster.pid"))
+	pid, err := postmasterPID(n.dataDir)
 	if err != nil {
 		t.Fatalf("%s runs no server: %v", n.Name, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
-	if err != nil {
-		t.Fatalf("read the postmaster pid of %s: %v", n.Name, err)
 	}
 	return pid
 }
@@ -298,8 +293,7 @@ func (n *PatroniNode) stop(t testing.TB) {
 	syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
 	// Its server, if it outlived it (it runs in a session of its own: see Kill), and if the pid
 	// file left by a killed one does not name another process by now.
-	if out, err := os.ReadFile(filepath.Join(n.dataDir, "postmaster.pid")); err == nil {
-		pid, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
+	if pid, err := postmasterPID(n.dataDir); err == nil {
 		if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.Contains(string(cmdline), n.dataDir) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
