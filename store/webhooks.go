@@ -42,6 +42,9 @@ type Webhook struct {
 	// Generation grows with every change a caller makes (an update, a rotation, a replay), so that a
 	// deliverer holding an older copy learns of it when the lease is renewed.
 	Generation int64
+	// Replays grows with every replay, so that a deliverer tells a position moved back by a replay
+	// from an older copy's.
+	Replays int64
 }
 
 // WebhookChanges names the fields of a subscription to set; a nil field is left as it is.

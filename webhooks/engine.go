@@ -114,8 +114,9 @@ func (e *Engine) Run(ctx context.Context) {
 	}
 }
 
-// lease takes and renews the leases, starts a deliverer for each new subscription held, starts
-// again the one of a subscription that a caller changed, and stops those no longer held.
+// lease takes and renews the leases, starts a deliverer for each new subscription held, gives a
+// running one the newer copy of a subscription that a caller changed, and stops those no longer
+// held.
 func (e *Engine) lease(ctx context.Context, running map[int32]*deliverer) {
 	held, err := e.store.LeaseWebhooks(ctx, e.owner, leaseTTL)
 	if err != nil {
@@ -255,12 +256,13 @@ func (e *Engine) keepGoing(ctx context.Context, sub store.Webhook, err error) bo
 
 // takeUp takes up a newer copy of the subscription, if one came: its secrets, URL, types and role.
 // Its position and failures stay the deliverer's own, which the copy, read when the leases were
-// renewed, may predate; a replay, which moves the position, makes the next record fail instead, and
-// the deliverer starts again from the store.
+// renewed, may predate, unless the copy comes from a replay: then it starts from the replay's.
 func takeUp(sub store.Webhook, changed <-chan store.Webhook) store.Webhook {
 	select {
 	case fresh := <-changed:
-		fresh.Delivered, fresh.FailedAttempts, fresh.FailingSince, fresh.NextAttempt = sub.Delivered, sub.FailedAttempts, sub.FailingSince, sub.NextAttempt
+		if fresh.Replays == sub.Replays {
+			fresh.Delivered, fresh.FailedAttempts, fresh.FailingSince, fresh.NextAttempt = sub.Delivered, sub.FailedAttempts, sub.FailingSince, sub.NextAttempt
+		}
 		return fresh
 	default:
 		return sub

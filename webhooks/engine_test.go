@@ -295,6 +295,31 @@ func TestAFailedDeliveryIsTriedAgainAndNothingOvertakesIt(t *testing.T) {
 	}
 }
 
+// TestAReplaySendsTheChangesAgainInOrder: a replay of a subscription that has been sent everything
+// sends every change after the replay's sequence again, in order, from the deliverer that holds it.
+func TestAReplaySendsTheChangesAgainInOrder(t *testing.T) {
+	st, svc := setup(t, loopback)
+	r := newReceiver(t, always(http.StatusOK))
+	hook := subscribe(t, svc, r.URL)
+	made := createUsers(t, st, 3, "")
+	first := r.waitFor(t, 3)
+	after, err := strconv.ParseInt(first[0].id, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.ReplayWebhook(context.Background(), &usersv1.ReplayWebhookRequest{Id: hook.GetId(), AfterSequence: after}); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitFor(t, 5)
+	if got[3].event.Data.ID != made[1].ID || got[4].event.Data.ID != made[2].ID {
+		t.Fatalf("after a replay from %d: %v; want the creates of users %d and %d again", after, got[3:], made[1].ID, made[2].ID)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := len(r.taken()); n != 5 {
+		t.Fatalf("%d deliveries, want 5: each replayed change once", n)
+	}
+}
+
 func TestA410DisablesTheSubscription(t *testing.T) {
 	st, svc := setup(t, loopback)
 	r := newReceiver(t, always(http.StatusGone))

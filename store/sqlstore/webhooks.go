@@ -15,7 +15,7 @@ var _ store.Webhooks = (*Store)(nil)
 
 // webhookColumns are a subscription's columns, in the order scanWebhook reads them.
 const webhookColumns = `id, url, types, role, enabled, disabled_reason, secret, previous_secret,
-	previous_secret_until, delivered, failed_attempts, failing_since, next_attempt, generation, created_at, updated_at`
+	previous_secret_until, delivered, failed_attempts, failing_since, next_attempt, generation, replays, created_at, updated_at`
 
 // recentDeliveries is how many attempts of each subscription are kept.
 const recentDeliveries = 100
@@ -25,7 +25,7 @@ func scanWebhook(row scanner) (store.Webhook, error) {
 	var types string
 	var previousUntil, failingSince, nextAttempt, created, updated int64
 	err := row.Scan(&w.ID, &w.URL, &types, &w.Role, &w.Enabled, &w.DisabledReason, &w.Secret, &w.PreviousSecret,
-		&previousUntil, &w.Delivered, &w.FailedAttempts, &failingSince, &nextAttempt, &w.Generation, &created, &updated)
+		&previousUntil, &w.Delivered, &w.FailedAttempts, &failingSince, &nextAttempt, &w.Generation, &w.Replays, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return w, store.ErrNotFound
 	}
@@ -69,8 +69,8 @@ func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) (_ store.Web
 		}
 		created, err = scanWebhook(tx.QueryRowContext(ctx, `INSERT INTO webhooks (url, types, role, enabled, disabled_reason,
 			secret, previous_secret, previous_secret_until, delivered, failed_attempts, failing_since, next_attempt,
-			lease_owner, lease_until, generation, created_at, updated_at)
-			VALUES ($1, $2, $3, TRUE, '', $4, '', 0, $5, 0, 0, 0, '', 0, 1, $6, $6) RETURNING `+webhookColumns,
+			lease_owner, lease_until, generation, replays, created_at, updated_at)
+			VALUES ($1, $2, $3, TRUE, '', $4, '', 0, $5, 0, 0, 0, '', 0, 1, 0, $6, $6) RETURNING `+webhookColumns,
 			w.URL, strings.Join(w.Types, " "), w.Role, w.Secret, latest, now))
 		return err
 	})
@@ -190,7 +190,7 @@ func (s *Store) ReplayWebhook(ctx context.Context, id int32, after int64) (_ sto
 			return store.ErrEventsSwept
 		}
 		w, err = scanWebhook(tx.QueryRowContext(ctx, `UPDATE webhooks SET delivered = $2, failed_attempts = 0, failing_since = 0,
-			next_attempt = 0, generation = generation + 1, updated_at = $3 WHERE id = $1 RETURNING `+webhookColumns,
+			next_attempt = 0, generation = generation + 1, replays = replays + 1, updated_at = $3 WHERE id = $1 RETURNING `+webhookColumns,
 			id, after, micros(s.now())))
 		return err
 	})

@@ -207,7 +207,7 @@ func testWebhookReplay(t *testing.T, s store.Store, w store.Webhooks, clock *Clo
 	mustCreate(t, s, "before", "")
 	hook := newWebhook(t, w, "https://example.com/hook")
 	replayed, err := w.ReplayWebhook(ctx, hook.ID, 0)
-	if err != nil || replayed.Delivered != 0 || replayed.Generation <= hook.Generation {
+	if err != nil || replayed.Delivered != 0 || replayed.Generation <= hook.Generation || replayed.Replays != hook.Replays+1 {
 		t.Fatalf("replay from the start: %+v, %v", replayed, err)
 	}
 	// Disabled, so that it holds nothing back from the sweep.

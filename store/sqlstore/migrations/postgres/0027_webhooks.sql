@@ -18,6 +18,7 @@ CREATE TABLE webhooks (
     lease_owner           TEXT NOT NULL,
     lease_until           BIGINT NOT NULL,
     generation            BIGINT NOT NULL, -- grows with every change a caller makes
+    replays               BIGINT NOT NULL, -- grows with every replay, which moves delivered back
     created_at            BIGINT NOT NULL,
     updated_at            BIGINT NOT NULL
 );

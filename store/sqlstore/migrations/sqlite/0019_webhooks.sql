@@ -18,6 +18,7 @@ CREATE TABLE webhooks (
     lease_owner           TEXT NOT NULL,
     lease_until           INTEGER NOT NULL,
     generation            INTEGER NOT NULL, -- grows with every change a caller makes
+    replays               INTEGER NOT NULL, -- grows with every replay, which moves delivered back
     created_at            INTEGER NOT NULL,
     updated_at            INTEGER NOT NULL
 );
