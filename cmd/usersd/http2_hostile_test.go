@@ -42,7 +42,12 @@ func TestHTTP2ClientThatNeverReadsIsCutOff(t *testing.T) {
 		}
 	}
 	// Reading nothing for a while: the server fills the sockets and then stops making progress.
-	time.Sleep(4 * writeByteTimeout)
+	// Filling them takes the server most of a second on a quiet machine, and seconds under the race
+	// detector beside other tests: until it has, a connection still makes progress, and a client
+	// that read it then would take every answer (seen once with 4 s). Eight write-byte timeouts
+	// leave room for both.
+	const unread = 8 * writeByteTimeout
+	time.Sleep(unread)
 
 	// Now read what was sent: on every connection it must end in the server closing it, before
 	// every stream's answer arrived.
@@ -54,7 +59,7 @@ func TestHTTP2ClientThatNeverReadsIsCutOff(t *testing.T) {
 			if err != nil {
 				var netErr net.Error
 				if errors.As(err, &netErr) && netErr.Timeout() {
-					t.Fatalf("connection %d is still open %s after the client stopped reading (%d bytes and %d of %d answers received)", i, 4*writeByteTimeout+10*time.Second, received, ended, streams)
+					t.Fatalf("connection %d is still open %s after the client stopped reading (%d bytes and %d of %d answers received)", i, unread+10*time.Second, received, ended, streams)
 				}
 				break // EOF or reset: the server closed the connection
 			}
