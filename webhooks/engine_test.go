@@ -488,10 +488,7 @@ func codeOf(err error) connect.Code {
 // two minutes while changes are made gets every one of them once it is back, in order, each once
 // (the attempts that found it down were never delivered), within the backoff's next try.
 func TestAReceiverDownForTwoMinutesGetsEverythingAfterInOrder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes about three minutes of waiting")
-	}
-	t.Parallel()
+	t.Parallel() // about three minutes of waiting, beside the other tests
 	st, svc := setup(t, loopback)
 	r := newReceiver(t, always(http.StatusOK))
 	hook := subscribe(t, svc, r.URL)
