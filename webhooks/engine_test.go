@@ -79,8 +79,18 @@ type receiver struct {
 }
 
 func newReceiver(t *testing.T, answer func(n int) int) *receiver {
+	return newReceiverOn(t, "127.0.0.1:0", answer)
+}
+
+// newReceiverOn is newReceiver listening on addr: a receiver's address, back after it went away.
+func newReceiverOn(t *testing.T, addr string, answer func(n int) int) *receiver {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen on %s: %v", addr, err)
+	}
 	r := &receiver{answer: answer}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.Server = &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		d := delivery{id: req.Header.Get("webhook-id"), timestamp: req.Header.Get("webhook-timestamp"),
 			signature: req.Header.Get("webhook-signature"), contentType: req.Header.Get("Content-Type"), body: body}
@@ -92,7 +102,8 @@ func newReceiver(t *testing.T, answer func(n int) int) *receiver {
 		r.deliveries = append(r.deliveries, d)
 		r.mu.Unlock()
 		w.WriteHeader(status)
-	}))
+	})}}
+	r.Start()
 	t.Cleanup(r.Close)
 	return r
 }
@@ -520,23 +531,6 @@ func TestAReceiverDownForTwoMinutesGetsEverythingAfterInOrder(t *testing.T) {
 	if err != nil || !list.GetWebhook().GetEnabled() || list.GetWebhook().GetFailedAttempts() != 0 {
 		t.Fatalf("after: %v, %v; want enabled, its failures cleared", list, err)
 	}
-}
-
-// newReceiverOn is newReceiver listening on addr (a receiver's address, back after it went away).
-func newReceiverOn(t *testing.T, addr string, answer func(n int) int) *receiver {
-	t.Helper()
-	r := newReceiver(t, answer)
-	r.Close() // its own port: it listens on addr instead
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("listen on %s again: %v", addr, err)
-	}
-	r.Server = httptest.NewUnstartedServer(r.Config.Handler)
-	r.Listener.Close()
-	r.Listener = l
-	r.Start()
-	t.Cleanup(r.Close)
-	return r
 }
 
 // TestDeliveriesVerifyWithOtherPeoplesLibraries checks deliveries as receivers check them: the
