@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -71,15 +72,7 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	// A create that failed at the kill gave its key back once the new primary answered, even when
 	// it never learnt whether its reservation was made: its retry ran, rather than being refused
 	// as in progress until the key's lease ended.
-	if len(load.givenUp) > 0 {
-		cmd.Process.Kill()
-		for _, l := range <-lines {
-			if l["level"] != "INFO" {
-				t.Logf("usersd logged: %v", l)
-			}
-		}
-		t.Fatalf("keys %v were still held by failed creates 2 s after writes came back", load.givenUp)
-	}
+	load.failOnHeldKeys(t, cmd, lines, "2 s after writes came back")
 
 	stored := load.checkStored(t, s)
 
@@ -132,6 +125,22 @@ func checkWatches(t *testing.T, watchers []*failoverWatch, acked map[string]int3
 			t.Errorf("%s saw %d creates; %d users are stored (ended: %v)", w.name, len(seen), len(stored), w.err)
 		}
 	}
+}
+
+// failOnHeldKeys fails the test, showing what usersd logged above INFO, if a failed create still
+// held its key when the load stopped (when says when that was).
+func (load *keyedLoad) failOnHeldKeys(t *testing.T, cmd *exec.Cmd, lines <-chan []map[string]any, when string) {
+	t.Helper()
+	if len(load.givenUp) == 0 {
+		return
+	}
+	cmd.Process.Kill()
+	for _, l := range <-lines {
+		if l["level"] != "INFO" {
+			t.Logf("usersd logged: %v", l)
+		}
+	}
+	t.Fatalf("keys %v were still held by failed creates %s", load.givenUp, when)
 }
 
 // checkStored checks that every acknowledged create is stored once, that nothing else is, and that

@@ -106,15 +106,7 @@ func TestFailoverUnderPatroni(t *testing.T) {
 	load.stop.Store(true)
 	writers.Wait()
 	readiness.stop()
-	if len(load.givenUp) > 0 {
-		cmd.Process.Kill()
-		for _, l := range <-lines {
-			if l["level"] != "INFO" {
-				t.Logf("usersd logged: %v", l)
-			}
-		}
-		t.Fatalf("keys %v were still held by failed creates when the load stopped", load.givenUp)
-	}
+	load.failOnHeldKeys(t, cmd, lines, "when the load stopped")
 	stored := load.checkStored(t, s)
 	time.Sleep(time.Second)
 	checkWatches(t, watchers, load.acked, stored)
