@@ -5,6 +5,7 @@
 package handlers
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -30,36 +31,78 @@ func customMethod(pattern string) (muxPattern, wildcard, verb string, ok bool) {
 	return pattern[:slash+1] + "{" + name + "}", name, verb, true
 }
 
-// customMethodRoute is a custom method as the table serves it: the method it takes, the wildcard
-// its verb follows, and the verb.
-type customMethodRoute struct{ method, wildcard, verb string }
+// customMethodsAt are the custom methods served at one path ("/webhooks/{id}"): each verb with the
+// method it takes and its handler. Every pattern at a path names the same wildcard, as ServeMux
+// requires of patterns that differ only in their method.
+type customMethodsAt struct {
+	wildcard string
+	verbs    map[string]customMethodRoute
+}
+
+// customMethodRoute is one custom method as the table serves it.
+type customMethodRoute struct {
+	method string
+	served http.Handler
+}
+
+// verbOf splits the value of a custom method's wildcard ("7:replay") into the value ("7") and
+// the verb ("replay"); ok is false when it holds no verb.
+func verbOf(value string) (id, verb string, ok bool) {
+	colon := strings.LastIndexByte(value, ':')
+	if colon < 0 {
+		return value, "", false
+	}
+	return value[:colon], value[colon+1:], true
+}
 
 // addCustomMethod serves served, the route's handler with its credential check, for the requests
-// at muxPattern whose wildcard ends in ":verb", with the wildcard's value the part before it. The
-// verb is checked first, so that a request without it is answered as a miss (405, with the
-// pattern's other methods) whatever its credentials. The pattern is served by serving only: known
-// must go on telling answerMiss that the method without the verb is not allowed.
+// at muxPattern whose wildcard ends in ":verb", with the wildcard's value the part before it. One
+// handler at muxPattern sends each request on by its verb, so a path may have several custom
+// methods (":rotateSecret" and ":replay"). The verb is checked first, so that a request without a
+// known one is answered as a miss (405, with the pattern's other methods) whatever its
+// credentials. The pattern is served by serving only: known must go on telling answerMiss that
+// the method without the verb is not allowed.
 func (t *routeTable) addCustomMethod(r route, muxPattern, wildcard, verb string, served http.Handler) {
 	method, path, _ := strings.Cut(muxPattern, " ")
 	if t.customMethods == nil {
-		t.customMethods = map[string]customMethodRoute{}
+		t.customMethods = map[string]*customMethodsAt{}
 	}
-	if _, taken := t.customMethods[path]; taken {
-		t.err = fmt.Errorf("route %q: a second custom method at %q is not supported", r.pattern, path)
+	at := t.customMethods[path]
+	if at == nil {
+		at = &customMethodsAt{wildcard: wildcard, verbs: map[string]customMethodRoute{}}
+		t.customMethods[path] = at
+	}
+	if at.wildcard != wildcard {
+		t.err = errors.Join(t.err, fmt.Errorf("route %q: the custom methods at %q must name one wildcard, {%s}", r.pattern, path, at.wildcard))
 		return
 	}
-	t.customMethods[path] = customMethodRoute{method: method, wildcard: wildcard, verb: verb}
+	if _, taken := at.verbs[verb]; taken {
+		t.err = errors.Join(t.err, fmt.Errorf("route %q: the custom method %q is served twice", r.pattern, verb))
+		return
+	}
+	firstWithMethod := true
+	for _, c := range at.verbs {
+		firstWithMethod = firstWithMethod && c.method != method
+	}
+	at.verbs[verb] = customMethodRoute{method: method, served: served}
+	t.routes = append(t.routes, r)
+	if !firstWithMethod {
+		return // the handler at muxPattern finds this verb too
+	}
 	miss := answerMiss(t.known, t.errs)
 	t.serving.Handle(muxPattern, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		value, found := strings.CutSuffix(req.PathValue(wildcard), ":"+verb)
-		if !found {
+		value, verb, _ := verbOf(req.PathValue(wildcard))
+		c, ok := at.verbs[verb]
+		if !ok {
 			miss.ServeHTTP(w, req)
 			return
 		}
+		if t.refusedCustomMethod(w, req, path) {
+			return // a custom method of another HTTP method
+		}
 		req.SetPathValue(wildcard, value)
-		served.ServeHTTP(w, req)
+		c.served.ServeHTTP(w, req)
 	}))
-	t.routes = append(t.routes, r)
 }
 
 // refusedCustomMethod answers 405 to a request that a route at path matched only because its
@@ -67,8 +110,13 @@ func (t *routeTable) addCustomMethod(r route, muxPattern, wildcard, verb string,
 // /users/{id}"): the URL names the custom method, which takes another method. It reports whether
 // it answered. The table is complete before any request, so reading customMethods needs no lock.
 func (t *routeTable) refusedCustomMethod(w http.ResponseWriter, r *http.Request, path string) bool {
-	c, ok := t.customMethods[path]
-	if !ok || !strings.HasSuffix(r.PathValue(c.wildcard), ":"+c.verb) {
+	at, ok := t.customMethods[path]
+	if !ok {
+		return false
+	}
+	_, verb, ok := verbOf(r.PathValue(at.wildcard))
+	c, known := at.verbs[verb]
+	if !ok || !known || c.method == r.Method {
 		return false
 	}
 	w.Header().Set("Allow", c.method)

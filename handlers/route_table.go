@@ -74,7 +74,7 @@ type routeTable struct {
 	// clientStreams are the paths of the RPC methods whose client sends a stream of messages.
 	clientStreams map[string]bool
 	// customMethods are the custom methods by the path they are served at (see addCustomMethod).
-	customMethods map[string]customMethodRoute
+	customMethods map[string]*customMethodsAt
 	routes        []route
 	err           error // every refused registration; New fails with it
 }

@@ -23,10 +23,15 @@ import (
 	"usersd/internal/apitest"
 	"usersd/scim"
 	"usersd/store/sqlstore"
+	"usersd/webhooks"
 )
 
 // routeTestKey is the one valid key of the service under test.
 const routeTestKey = "route-test-key-2b7e151628aed2a6"
+
+// routeTestReceiver is the receiver of the webhook subscriptions the route tests make: its policy
+// allows loopback http, and nothing delivers to it (the engine does not run here).
+const routeTestReceiver = "http://127.0.0.1:9/hooks"
 
 // publicWrites are the routes that take a method other than GET or HEAD (or every method) and
 // answer without a key, each with why that is safe. A public route that may write and is not listed
@@ -165,6 +170,9 @@ func TestEveryWriteIsRefusedWithoutAValidKey(t *testing.T) {
 	t.Run("the same requests with the key pass the check", func(t *testing.T) {
 		for _, r := range drive {
 			id := admin.createUser(t, "Control")
+			if strings.Contains(strings.ToLower(r.pattern), "webhook") {
+				id = admin.createWebhook(t) // the routes of subscriptions take the id of one
+			}
 			if m, ok := rpcMethodOf(r.pattern); ok {
 				// A live user cannot be restored: the rules' not found shows that the method ran.
 				if err := callRPC(t, h2c, srv.URL, r.pattern, m, nil, routeTestKey, id); err != nil && !(m.Name() == "UndeleteUser" && connect.CodeOf(err) == connect.CodeNotFound) {
@@ -323,15 +331,17 @@ func fillValidFields(msg protoreflect.Message, id int32) {
 			msg.Set(f, protoreflect.ValueOfInt32(id))
 		case f.Kind() == protoreflect.StringKind && (f.Name() == "name" || f.Name() == "title"):
 			msg.Set(f, protoreflect.ValueOfString("Intruder"))
+		case f.Kind() == protoreflect.StringKind && f.Name() == "url":
+			msg.Set(f, protoreflect.ValueOfString(routeTestReceiver))
 		case f.Kind() == protoreflect.MessageKind && f.Message().ParentFile().Package() == "users.v1":
 			fillValidFields(msg.Mutable(f).Message(), id)
 		}
 	}
 }
 
-// restRequestFor turns a route's pattern into a request the route would accept for the user id:
-// its method (POST for a pattern that takes every method), its path with {id} the user and any
-// other wildcard 1, and a body naming a user or a post.
+// restRequestFor turns a route's pattern into a request the route would accept for the user id (or
+// webhook subscription id): its method (POST for a pattern that takes every method), its path with
+// {id} the id and any other wildcard 1, and a body naming a user, a post or a receiver.
 func restRequestFor(pattern string, id int) (method, path, body string) {
 	method, path, ok := strings.Cut(pattern, " ")
 	if !ok {
@@ -351,6 +361,12 @@ func restRequestFor(pattern string, id int) (method, path, body string) {
 		body = ""
 	case strings.HasSuffix(path, "/posts"):
 		body = `{"title":"Intruder"}`
+	case strings.HasSuffix(path, ":replay"):
+		body = `{"afterSequence":"0"}`
+	case strings.HasSuffix(path, ":rotateSecret"):
+		body = `{}`
+	case strings.HasPrefix(path, "/webhooks"):
+		body = `{"url":"` + routeTestReceiver + `"}`
 	default:
 		body = `{"name":"Intruder"}`
 	}
@@ -377,7 +393,8 @@ func startRouteTestService(t *testing.T) (*Service, *httptest.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc, err := New(Config{Store: st, Keys: testKeys(routeTestKey), Logger: slog.New(slog.DiscardHandler)})
+	svc, err := New(Config{Store: st, Keys: testKeys(routeTestKey), Logger: slog.New(slog.DiscardHandler),
+		Webhooks: webhooks.NewService(st, webhooks.Policy{AllowHTTP: true, AllowPrivate: true})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,6 +446,17 @@ func (c *routeClient) createUser(t *testing.T, name string) int {
 		t.Fatalf("create user: %d %s (%v)", res.status, res.body, err)
 	}
 	return u.ID
+}
+
+// createWebhook makes a webhook subscription over REST and returns its id.
+func (c *routeClient) createWebhook(t *testing.T) int {
+	t.Helper()
+	res := c.rest(t, http.MethodPost, "/webhooks", `{"url":"`+routeTestReceiver+`"}`)
+	var w struct{ ID int }
+	if err := json.Unmarshal(res.body, &w); res.status != http.StatusCreated || err != nil || w.ID == 0 {
+		t.Fatalf("create webhook: %d %s (%v)", res.status, res.body, err)
+	}
+	return w.ID
 }
 
 // snapshot is every user and every post of the user id, as the public reads show them.

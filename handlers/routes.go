@@ -69,6 +69,7 @@ func addRoutes(routes *routeTable, d deps) error {
 		webhooksPath, webhooksRPC := usersv1connect.NewWebhooksHandler(d.Webhooks, rpcOptions...)
 		routes.rpc(webhooksPath, webhooksRPC, methods)
 		served = append(served, usersv1connect.WebhooksName)
+		addWebhookRoutes(routes, d.Webhooks, errs)
 	}
 	for _, extra := range d.ExtraServices {
 		addExtraService(routes, extra, rpcOptions)

@@ -53,6 +53,12 @@ func TestSchemasDescribeTheProtoMessages(t *testing.T) {
 		{"BatchCreateUsersResponse", (&usersv1.BatchCreateUsersResponse{}).ProtoReflect().Descriptor()},
 		{"BatchDeleteUsersRequest", (&usersv1.BatchDeleteUsersRequest{}).ProtoReflect().Descriptor()},
 		{"BatchDeleteUsersResponse", (&usersv1.BatchDeleteUsersResponse{}).ProtoReflect().Descriptor()},
+		{"Webhook", (&usersv1.Webhook{}).ProtoReflect().Descriptor()},
+		{"WebhookWrite", (&usersv1.Webhook{}).ProtoReflect().Descriptor()},
+		{"WebhookPatch", (&usersv1.Webhook{}).ProtoReflect().Descriptor()},
+		{"WebhookDelivery", (&usersv1.WebhookDelivery{}).ProtoReflect().Descriptor()},
+		{"RotateWebhookSecretRequest", (&usersv1.RotateWebhookSecretRequest{}).ProtoReflect().Descriptor()},
+		{"ReplayWebhookRequest", (&usersv1.ReplayWebhookRequest{}).ProtoReflect().Descriptor()},
 	} {
 		t.Run(tc.schema, func(t *testing.T) {
 			ref := doc.Components.Schemas[tc.schema]
@@ -107,7 +113,7 @@ func TestSchemasDescribeTheProtoMessages(t *testing.T) {
 // pathBound are the output-only fields that a request schema still types: a write compares them
 // with its path (a replace or patch with the user's id, a new post with its user's), so a value
 // that is not an id is refused. UserWrite is also the body of a create, which ignores the id.
-var pathBound = map[string]protoreflect.Name{"UserPatch": "id", "PostWrite": "user_id"}
+var pathBound = map[string]protoreflect.Name{"UserPatch": "id", "PostWrite": "user_id", "WebhookPatch": "id"}
 
 // ignoredWhateverItsValue reports whether a write with the request schema named schema ignores
 // field f whatever its value (AIP-203), which the schema then leaves untyped: the REST writes drop
@@ -119,7 +125,9 @@ func ignoredWhateverItsValue(schema string, f protoreflect.FieldDescriptor) bool
 // schemaAnswers reports whether the schema describes answers, whose formats are exact; request
 // schemas are not held to them (their output-only fields are mostly untyped, see
 // ignoredWhateverItsValue).
-func schemaAnswers(name string) bool { return name == "User" || name == "Post" }
+func schemaAnswers(name string) bool {
+	return name == "User" || name == "Post" || name == "Webhook" || name == "WebhookDelivery"
+}
 
 // jsonType is the JSON Schema type and format of a field's protojson form.
 func jsonType(t *testing.T, f protoreflect.FieldDescriptor) (typ, format string) {
@@ -138,11 +146,16 @@ func jsonType(t *testing.T, f protoreflect.FieldDescriptor) (typ, format string)
 		return "string", ""
 	case protoreflect.Int32Kind:
 		return "integer", "int32"
+	case protoreflect.Int64Kind:
+		return "string", "int64" // protojson writes a 64-bit integer as a string
 	case protoreflect.BoolKind:
 		return "boolean", ""
 	case protoreflect.MessageKind:
-		if f.Message().FullName() == "google.protobuf.Timestamp" {
+		switch f.Message().FullName() {
+		case "google.protobuf.Timestamp":
 			return "string", "date-time"
+		case "google.protobuf.Duration":
+			return "string", "" // seconds with an s ("0.012s"), which no JSON Schema format names
 		}
 		return "object", "" // a message of its own, described by its own schema
 	}

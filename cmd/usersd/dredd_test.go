@@ -41,7 +41,7 @@ func TestDreddKeepsTheDocumentTrue(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := proctest.Start(t, []string{"USERS_API_KEYS="}, filepath.Join(dir, "users.db"),
-		"-api-keys-file", keysFile, "-public-reads=false", "-max-body-bytes", maxBodyBytes)
+		"-api-keys-file", keysFile, "-public-reads=false", "-max-body-bytes", maxBodyBytes, "-webhooks-allow-private")
 
 	cmd := exec.Command(filepath.Join(bin, "dredd"), p.BaseURL+"/openapi.json", p.BaseURL,
 		"--hookfiles", hooks, "--color", "false", "--loglevel", "error")

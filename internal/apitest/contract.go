@@ -50,7 +50,7 @@ func newContractChecker() *contractChecker {
 	// The document's one server is "/", relative to wherever it is served; the tests' servers run on
 	// ports of their own, so operations are matched by path and method alone.
 	doc.Servers = nil
-	router, err := legacy.NewRouter(doc)
+	router, err := legacy.NewRouter(withVerbSegments(doc))
 	if err != nil {
 		panic(fmt.Sprintf("openapi.json: %v", err))
 	}
@@ -184,22 +184,46 @@ func isRPCPath(path string) bool {
 
 // findRoute returns the operation of the document that r asks for, or nil.
 func (c *contractChecker) findRoute(r *http.Request) (*routers.Route, map[string]string) {
-	route, params, err := c.router.FindRoute(r)
-	// The router also lets a path parameter match nothing (PUT /users as /users/{id}), and a
-	// parameter take a custom method's verb along (GET /users/7:undelete as /users/{id}): neither
-	// is the operation the URL names.
-	if err != nil || strings.Count(route.Path, "/") != strings.Count(r.URL.Path, "/") {
-		return nil, nil
+	lookup := r
+	if path, ok := verbAsSegment(r.URL.Path); ok {
+		lookup = r.Clone(r.Context())
+		lookup.URL.Path, lookup.URL.RawPath = path, ""
 	}
-	if lastSegment(r.URL.Path, ":") && !lastSegment(route.Path, "}:") {
+	route, params, err := c.router.FindRoute(lookup)
+	// The router also lets a path parameter match nothing (PUT /users as /users/{id}): that is not
+	// the operation the URL names.
+	if err != nil || strings.Count(route.Path, "/") != strings.Count(lookup.URL.Path, "/") {
 		return nil, nil
 	}
 	return route, params
 }
 
-// lastSegment reports whether the last segment of path holds sep.
-func lastSegment(path, sep string) bool {
-	return strings.Contains(path[strings.LastIndexByte(path, '/')+1:], sep)
+// The router matches whole segments, and a custom method (AIP-136) ends a segment with its verb
+// ("/users/{id}:undelete"). It is routed as a segment of its own instead ("/users/{id}/:undelete"),
+// in the document the router reads and in the path of each request it looks up.
+
+// withVerbSegments returns a copy of doc whose custom methods' paths have their verb as a segment.
+func withVerbSegments(doc *openapi3.T) *openapi3.T {
+	routed := *doc
+	routed.Paths = openapi3.NewPaths()
+	for path, item := range doc.Paths.Map() {
+		if segmented, ok := verbAsSegment(path); ok {
+			path = segmented
+		}
+		routed.Paths.Set(path, item)
+	}
+	return &routed
+}
+
+// verbAsSegment moves the verb that ends path's last segment into a segment of its own; ok is false
+// when the last segment has no verb.
+func verbAsSegment(path string) (string, bool) {
+	slash := strings.LastIndexByte(path, '/')
+	colon := strings.LastIndexByte(path, ':')
+	if colon <= slash+1 {
+		return path, false
+	}
+	return path[:colon] + "/" + path[colon:], true
 }
 
 // checkedBody keeps what is read of an answer and hands it to done at the end, once.
