@@ -201,6 +201,11 @@ func (e *Engine) deliver(ctx context.Context, sub store.Webhook, wake <-chan str
 			unread = 0
 		}
 		var ok bool
+		if len(page.Events) > 0 {
+			if sub, ok = e.current(ctx, sub); !ok {
+				return
+			}
+		}
 		if sub, ok = e.deliverPage(ctx, sub, page, changed); !ok {
 			return
 		}
@@ -254,19 +259,52 @@ func (e *Engine) keepGoing(ctx context.Context, sub store.Webhook, err error) bo
 	return sleep(ctx, pollEvery, nil)
 }
 
-// takeUp takes up a newer copy of the subscription, if one came: its secrets, URL, types and role.
-// Its position and failures stay the deliverer's own, which the copy, read when the leases were
-// renewed, may predate, unless the copy comes from a replay: then it starts from the replay's.
+// current reads the subscription again after a page of the log, so that a caller's change (a pause,
+// a delete, a new URL, types, role or secret, a replay) holds for every change logged after its
+// answer: each change of the page was logged before this read, which sees every change answered
+// before it. It returns the subscription to go on with, and false when it is no longer to be
+// delivered (disabled or deleted), or ctx ended.
+func (e *Engine) current(ctx context.Context, sub store.Webhook) (store.Webhook, bool) {
+	for failed := 0; ; failed++ {
+		fresh, err := e.store.GetWebhook(ctx, sub.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return sub, false
+		case err == nil && !fresh.Enabled:
+			return sub, false
+		case err == nil && fresh.Generation != sub.Generation:
+			return newerCopy(sub, fresh), true
+		case err == nil:
+			return sub, true
+		}
+		// Not knowing whether it was paused, send nothing until the read works.
+		if failed == 0 && ctx.Err() == nil {
+			e.log.Warn("webhook deliveries wait to read their subscription", "webhook", sub.ID, "error", err)
+		}
+		if !sleep(ctx, pollEvery, nil) {
+			return sub, false
+		}
+	}
+}
+
+// takeUp takes up a newer copy of the subscription, if one came from the lease round.
 func takeUp(sub store.Webhook, changed <-chan store.Webhook) store.Webhook {
 	select {
 	case fresh := <-changed:
-		if fresh.Replays == sub.Replays {
-			fresh.Delivered, fresh.FailedAttempts, fresh.FailingSince, fresh.NextAttempt = sub.Delivered, sub.FailedAttempts, sub.FailingSince, sub.NextAttempt
-		}
-		return fresh
+		return newerCopy(sub, fresh)
 	default:
 		return sub
 	}
+}
+
+// newerCopy is the subscription with a newer copy's secrets, URL, types and role. Its position and
+// failures stay the deliverer's own, which the copy may predate, unless the copy comes from a
+// replay: then it starts from the replay's.
+func newerCopy(sub, fresh store.Webhook) store.Webhook {
+	if fresh.Replays == sub.Replays {
+		fresh.Delivered, fresh.FailedAttempts, fresh.FailingSince, fresh.NextAttempt = sub.Delivered, sub.FailedAttempts, sub.FailingSince, sub.NextAttempt
+	}
+	return fresh
 }
 
 // wants reports whether the subscription is sent the change: of one of its types, and of its role.

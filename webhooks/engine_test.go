@@ -331,6 +331,52 @@ func TestAReplaySendsTheChangesAgainInOrder(t *testing.T) {
 	}
 }
 
+// TestACallersChangeHoldsForEveryChangeLoggedAfterIt: once a pause, a new URL or a delete has been
+// answered, no change logged after it is sent the old way, though the engine's lease round, which
+// also brings changed subscriptions, is seconds away: a deliverer reads its subscription again after
+// each page of the log.
+func TestACallersChangeHoldsForEveryChangeLoggedAfterIt(t *testing.T) {
+	st, svc := setup(t, loopback)
+	ctx := context.Background()
+	old, moved := newReceiver(t, always(http.StatusOK)), newReceiver(t, always(http.StatusOK))
+	hook := subscribe(t, svc, old.URL)
+	createUsers(t, st, 1, "")
+	old.waitFor(t, 1) // the deliverer runs, and has sent everything
+
+	if _, err := svc.UpdateWebhook(ctx, &usersv1.UpdateWebhookRequest{Id: hook.GetId(), Webhook: &usersv1.Webhook{},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"enabled"}}}); err != nil {
+		t.Fatal(err)
+	}
+	paused := createUsers(t, st, 2, "")
+	time.Sleep(4 * time.Second) // past a lease round
+	if got := old.taken(); len(got) != 1 {
+		t.Fatalf("a paused subscription was sent %d changes made after the pause", len(got)-1)
+	}
+
+	if _, err := svc.UpdateWebhook(ctx, &usersv1.UpdateWebhookRequest{Id: hook.GetId(), Webhook: &usersv1.Webhook{Url: moved.URL, Enabled: true}}); err != nil {
+		t.Fatal(err)
+	}
+	got := moved.waitFor(t, 2) // resumed where it stopped, at the new URL
+	if got[0].event.Data.ID != paused[0].ID || got[1].event.Data.ID != paused[1].ID {
+		t.Fatalf("after the resume at a new URL: %v; want the creates of users %d and %d", got, paused[0].ID, paused[1].ID)
+	}
+	if _, err := svc.UpdateWebhook(ctx, &usersv1.UpdateWebhookRequest{Id: hook.GetId(), Webhook: &usersv1.Webhook{Url: old.URL}}); err != nil {
+		t.Fatal(err)
+	}
+	back := createUsers(t, st, 1, "")
+	if got := old.waitFor(t, 2); got[1].event.Data.ID != back[0].ID {
+		t.Fatalf("after the URL moved back: %v", got)
+	}
+	if _, err := svc.DeleteWebhook(ctx, &usersv1.DeleteWebhookRequest{Id: hook.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	createUsers(t, st, 2, "")
+	time.Sleep(4 * time.Second)
+	if len(moved.taken()) != 2 || len(old.taken()) != 2 {
+		t.Fatalf("after the moves and the delete, the receivers got %d and %d changes; want 2 each", len(old.taken()), len(moved.taken()))
+	}
+}
+
 func TestA410DisablesTheSubscription(t *testing.T) {
 	st, svc := setup(t, loopback)
 	r := newReceiver(t, always(http.StatusGone))
