@@ -1,9 +1,9 @@
-// The service, as the page reaches it: the generated Users client on Connect over fetch, with the
-// API key (asked for once, kept for the browser tab) sent on every call that writes.
+// The service, as the page reaches it: the generated Users and Webhooks clients on Connect over
+// fetch, with the API key (asked for once, kept for the browser tab) sent on every call.
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
-import { Users, UserEvent_Kind, type UserEvent } from "./gen/users/v1/users_pb";
+import { Users, UserEvent_Kind, Webhooks, type UserEvent } from "./gen/users/v1/users_pb";
 
 const keyStorage = "usersd.apiKey";
 
@@ -49,10 +49,12 @@ const readYourWrites: Interceptor = (next) => async (req) => {
   return res;
 };
 
-export const users = createClient(
-  Users,
-  createConnectTransport({ baseUrl: window.location.origin, interceptors: [sendKey, readYourWrites] }),
-);
+const transport = createConnectTransport({ baseUrl: window.location.origin, interceptors: [sendKey, readYourWrites] });
+
+export const users = createClient(Users, transport);
+
+/** The webhook subscriptions: every method needs a key that holds webhooks.manage. */
+export const webhooks = createClient(Webhooks, transport);
 
 /** What the page's watch of the changes is doing, for its "live" indicator. */
 export type WatchState = "connecting" | "live" | "retrying";

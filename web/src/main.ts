@@ -1,10 +1,11 @@
 // The page: a list of users (filter, search, sort, pages), one user with their posts, and the forms
-// that create, edit and delete. Every call goes through the generated client in api.ts. The page
+// that create, edit and delete; below them, the webhooks view (webhooks.ts). Every call goes through the generated client in api.ts. The page
 // follows the changes that anyone makes (WatchUsers) and shows them without a reload. What it shows
 // (the query, the page, the open user) is in its URL, so that reload, Back and a link keep it.
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { apiKey, describeError, followUsers, setAPIKey, users, type WatchState } from "./api";
+import { startWebhooksView } from "./webhooks";
 import { UserEvent_Kind, type User, type UserEvent } from "./gen/users/v1/users_pb";
 
 type SortField = "id" | "name" | "role" | "createdAt";
@@ -94,7 +95,11 @@ function clearError(): void {
 }
 
 function fail(err: unknown): void {
-  ui.error.textContent = describeError(err);
+  showError(describeError(err));
+}
+
+function showError(message: string): void {
+  ui.error.textContent = message;
   ui.error.dataset.from = "";
   ui.error.hidden = false;
   ui.status.textContent = "";
@@ -702,6 +707,7 @@ ui.forgetKey.addEventListener("click", () => {
 });
 
 showKeyState();
+startWebhooksView({ ensureKey, say, showError, keyChanged: showKeyState });
 const openAtStart = readURL();
 void loadList();
 if (openAtStart !== undefined) void openUser(openAtStart, "none");
