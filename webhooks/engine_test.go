@@ -39,6 +39,12 @@ var loopback = webhooks.Policy{AllowHTTP: true, AllowPrivate: true}
 // setup opens a real SQLite store and runs an engine on it under policy until the test ends.
 func setup(t *testing.T, policy webhooks.Policy) (*sqlstore.Store, *webhooks.Service) {
 	t.Helper()
+	return setupWithMetrics(t, policy, nil)
+}
+
+// setupWithMetrics is setup with an engine that reports to m.
+func setupWithMetrics(t *testing.T, policy webhooks.Policy, m *webhooks.Metrics) (*sqlstore.Store, *webhooks.Service) {
+	t.Helper()
 	st, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "users.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +53,7 @@ func setup(t *testing.T, policy webhooks.Policy) (*sqlstore.Store, *webhooks.Ser
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		webhooks.NewEngine(st, policy, "/usersd-test", slog.New(slog.NewTextHandler(io.Discard, nil)), nil).Run(ctx)
+		webhooks.NewEngine(st, policy, "/usersd-test", slog.New(slog.NewTextHandler(io.Discard, nil)), m).Run(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()
