@@ -97,6 +97,9 @@ func (p Policy) checkAddress(a netip.Addr) error {
 // sharedAddressSpace is carrier-grade NAT (RFC 6598): private to a provider's network.
 var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
 
+// maxIdlePerHost bounds the connections kept open to one receiving host between deliveries.
+const maxIdlePerHost = 256
+
 // newClient is the HTTP client of deliveries: every connection is checked against the policy after
 // DNS (so a name that resolves to a private address later is refused then), no proxy from the
 // environment (it would hide the address), no redirect followed, and a deadline on each attempt.
@@ -115,9 +118,11 @@ func newClient(p Policy) *http.Client {
 		DialContext:           dialer.DialContext,
 		TLSHandshakeTimeout:   deliveryTimeout,
 		ResponseHeaderTimeout: deliveryTimeout,
-		MaxIdleConnsPerHost:   2,
-		IdleConnTimeout:       90 * time.Second,
-		ForceAttemptHTTP2:     true,
+		// Each subscription sends one change at a time, so a host that many subscriptions name
+		// needs as many connections: with fewer kept idle, each delivery would dial anew.
+		MaxIdleConnsPerHost: maxIdlePerHost,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   true,
 	}
 	return &http.Client{
 		Transport: transport,

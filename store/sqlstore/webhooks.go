@@ -285,13 +285,11 @@ func (s *Store) ReleaseWebhooks(ctx context.Context, owner string) (err error) {
 // RecordWebhookAttempt applies an attempt's outcome, if owner holds the lease and the position is
 // still held's.
 func (s *Store) RecordWebhookAttempt(ctx context.Context, owner string, held store.Webhook, a store.WebhookAttempt, o store.WebhookOutcome) (_ store.Webhook, err error) {
-	if err := s.refuseWrite(); err != nil {
-		return store.Webhook{}, err
-	}
-	defer s.classifyWrite(ctx, &err)
 	var w store.Webhook
-	err = inTx(ctx, s.writer, nil, func(tx *sql.Tx) error {
-		now, err := s.databaseNow(ctx, tx)
+	// A deliverer waits for its record before its next attempt, so that a kill resends at most the
+	// change under way: the records of many subscriptions (and the users' writes) share commits.
+	err = s.write(ctx, 0, func(ctx context.Context, tx writeTx) error {
+		now, err := s.databaseNow(ctx, tx.Tx)
 		if err != nil {
 			return err
 		}

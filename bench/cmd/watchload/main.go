@@ -46,6 +46,7 @@ type options struct {
 	bin, addr, key, db string
 	pid                int
 	watchers, perConn  int
+	webhooks           int
 	rate               float64
 	duration, drain    time.Duration
 	settle             time.Duration
@@ -66,6 +67,7 @@ func main() {
 	flag.StringVar(&o.key, "api-key", "", "with -addr: an API key the server accepts (otherwise a fresh key is made for each server started)")
 	flag.StringVar(&o.db, "db", "", "the store: empty for a fresh SQLite file in a temporary folder for each phase, or a postgres:// URL in whose database each phase gets a fresh schema "+schemaPrefix+"PID_PHASE, dropped at the end")
 	flag.IntVar(&o.watchers, "watchers", 1000, "watch streams in the watch phase")
+	flag.IntVar(&o.webhooks, "webhooks", 0, "deliver through this many webhook subscriptions, to a receiver watchload serves on loopback, instead of -watchers watch streams (usersd then runs with -webhooks-allow-http and -webhooks-allow-private)")
 	flag.IntVar(&o.perConn, "per-conn", 100, "watch streams on each HTTP/2 connection (usersd allows 250 by default)")
 	flag.Float64Var(&o.rate, "rate", 500, "creates a second")
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "how long the writes go on")
@@ -79,6 +81,10 @@ func main() {
 	flag.StringVar(&serverArgs, "server-args", "", "more usersd flags, space-separated (e.g. \"-max-watchers 2000\")")
 	flag.Parse()
 	o.serverArgs = strings.Fields(serverArgs)
+	if o.webhooks > 0 {
+		o.watchers = o.webhooks
+		o.serverArgs = append(o.serverArgs, "-webhooks-allow-http", "-webhooks-allow-private")
+	}
 	if o.watchers <= 0 || o.perConn <= 0 || o.rate <= 0 || o.duration <= 0 || o.writers <= 0 {
 		fatal(errors.New("-watchers, -per-conn, -rate, -duration and -writers must be positive"))
 	}
@@ -187,6 +193,7 @@ type phaseResult struct {
 	fromSend, fromAck                              hist
 	lastDelivery                                   time.Duration // after the last ack
 	slowestWatcherReceived, fastestWatcherReceived int64
+	overlapping                                    atomic.Int64 // webhook deliveries that came while one of the same subscription was under way
 	exit                                           string
 }
 
@@ -233,7 +240,16 @@ func runPhase(ctx context.Context, o options, work, name string, nWatchers int, 
 	seqs := make([]atomic.Int64, total)
 
 	var ws *watchers
-	if nWatchers > 0 {
+	switch {
+	case nWatchers > 0 && o.webhooks > 0:
+		started := time.Now()
+		if ws, err = openHooks(ctx, baseURL, key, nWatchers, &acks, &seqs, total, &r.overlapping); err != nil {
+			return nil, err
+		}
+		defer ws.close()
+		r.opened = time.Since(started)
+		progress("%s: %d webhook subscriptions made in %s", name, nWatchers, r.opened.Round(time.Millisecond))
+	case nWatchers > 0:
 		started := time.Now()
 		if ws, err = openWatchers(ctx, baseURL, nWatchers, o.perConn, &acks, &seqs, total); err != nil {
 			return nil, err
@@ -452,7 +468,11 @@ func report(o options, rs []*phaseResult, ticks int64) bool {
 	if o.addr != "" {
 		store = "the server at " + o.addr
 	}
-	fmt.Printf("\n- watchload: %d watchers (%d a connection), %.0f creates/s for %s, %d writers; %s\n", o.watchers, o.perConn, o.rate, o.duration, o.writers, store)
+	fanOut := fmt.Sprintf("%d watchers (%d a connection)", o.watchers, o.perConn)
+	if o.webhooks > 0 {
+		fanOut = fmt.Sprintf("%d webhook subscriptions (the \"watchers\" below), to a receiver in watchload", o.webhooks)
+	}
+	fmt.Printf("\n- watchload: %s, %.0f creates/s for %s, %d writers; %s\n", fanOut, o.rate, o.duration, o.writers, store)
 	serverCPUs := fmt.Sprintf("on CPUs %q", o.serverCPUs)
 	if o.addr != "" {
 		serverCPUs = "not started here"
@@ -509,6 +529,9 @@ func report(o options, rs []*phaseResult, ticks int64) bool {
 	}))
 	if slices.ContainsFunc(rs, func(r *phaseResult) bool { return r.notAcked != 0 }) {
 		row("events of creates that failed or went unanswered (committed all the same)", watchOnly(func(r *phaseResult) string { return thousands(r.notAcked) }))
+	}
+	if o.webhooks > 0 {
+		row("webhook deliveries that overlapped another of their subscription", watchOnly(func(r *phaseResult) string { return thousands(r.overlapping.Load()) }))
 	}
 	row("undelivered after the end of a stream the server cut", watchOnly(func(r *phaseResult) string { return thousands(r.undelivered) }))
 	row("streams ended by the server", watchOnly(func(r *phaseResult) string {
