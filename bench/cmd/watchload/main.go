@@ -6,6 +6,10 @@
 //     generated connect-go client, -per-conn of them on each HTTP/2 connection, each having had
 //     its first heartbeat.
 //
+// With -webhooks N the fan-out phase makes N webhook subscriptions instead, to a receiver that
+// watchload serves on loopback, and each subscription's deliveries are checked as a watcher's
+// events are (see webhooks.go).
+//
 // Every watcher checks that it receives each acknowledged create exactly once, in sequence order,
 // and records each event's delivery latency twice: from the time the create was sent (written in
 // the user's name) and from the time its answer came back. The server's CPU time over the same
@@ -17,7 +21,8 @@
 //
 // By default usersd is pinned to CPU 0 and watchload to CPU 1, as bench/run does (-server-cpus,
 // -client-cpus; "" for no pinning). The report is a Markdown table on stdout; progress goes to
-// stderr; the exit status is 2 when a check failed. See docs/PERFORMANCE.md#watch-fan-out.
+// stderr; the exit status is 2 when a check failed. See docs/PERFORMANCE.md#watch-fan-out and
+// docs/PERFORMANCE.md#webhook-fan-out.
 package main
 
 import (
