@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
@@ -26,22 +27,12 @@ func MergePatch(body []byte) (*usersv1.User, *fieldmaskpb.FieldMask, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	// The strict codec checks types, unknown and repeated members, and that the patch is an object
-	// (a patch of another JSON type would replace the user with something that is not a user).
-	if err := codec.UnmarshalJSON(body, user); err != nil {
-		return nil, nil, users.InvalidField("body", "%v", err)
+	members, err := decodePatch(body, user)
+	if err != nil {
+		return nil, nil, err
 	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(body, &members); err != nil {
-		return nil, nil, fmt.Errorf("re-read a merge patch that protojson accepted: %w", err)
-	}
-	fields := user.ProtoReflect().Descriptor().Fields()
 	mask := &fieldmaskpb.FieldMask{Paths: []string{}}
-	for member, value := range members {
-		field := fieldByJSONMember(fields, member)
-		if field == nil {
-			return nil, nil, fmt.Errorf("merge patch member %q accepted by protojson but not found", member)
-		}
+	for field, value := range members {
 		name := string(field.Name())
 		if users.IsOutputOnlyUserField(name) {
 			continue // ignored, as in every body; a conflicting id is still refused by UpdateUser
@@ -56,6 +47,29 @@ func MergePatch(body []byte) (*usersv1.User, *fieldmaskpb.FieldMask, error) {
 	}
 	slices.Sort(mask.Paths)
 	return user, mask, nil
+}
+
+// decodePatch decodes a merge patch into m with the strict codec, which checks types, unknown and
+// repeated members, and that the patch is an object (a patch of another JSON type would replace the
+// resource with something that is not one), and returns each member's value by the field it names.
+func decodePatch(body []byte, m proto.Message) (map[protoreflect.FieldDescriptor]json.RawMessage, error) {
+	if err := codec.UnmarshalJSON(body, m); err != nil {
+		return nil, users.InvalidField("body", "%v", err)
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(body, &members); err != nil {
+		return nil, fmt.Errorf("re-read a merge patch that protojson accepted: %w", err)
+	}
+	fields := m.ProtoReflect().Descriptor().Fields()
+	out := make(map[protoreflect.FieldDescriptor]json.RawMessage, len(members))
+	for member, value := range members {
+		field := fieldByJSONMember(fields, member)
+		if field == nil {
+			return nil, fmt.Errorf("merge patch member %q accepted by protojson but not found", member)
+		}
+		out[field] = value
+	}
+	return out, nil
 }
 
 // fieldByJSONMember finds a field the way protojson does: by its JSON name or its proto name.

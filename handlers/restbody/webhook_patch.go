@@ -3,14 +3,11 @@
 package restbody
 
 import (
-	"encoding/json"
-	"fmt"
 	"slices"
 
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	usersv1 "usersd/gen/users/v1"
-	"usersd/handlers/codec"
 	"usersd/users"
 )
 
@@ -22,22 +19,12 @@ import (
 // nothing.
 func WebhookMergePatch(body []byte) (*usersv1.Webhook, *fieldmaskpb.FieldMask, error) {
 	webhook := &usersv1.Webhook{}
-	fields := webhook.ProtoReflect().Descriptor().Fields()
-	body = WithoutOutputOnly(body, webhook.ProtoReflect().Descriptor(), "id")
-	// The strict codec checks types, unknown and repeated members, and that the patch is an object.
-	if err := codec.UnmarshalJSON(body, webhook); err != nil {
-		return nil, nil, users.InvalidField("body", "%v", err)
-	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(body, &members); err != nil {
-		return nil, nil, fmt.Errorf("re-read a merge patch that protojson accepted: %w", err)
+	members, err := decodePatch(WithoutOutputOnly(body, webhook.ProtoReflect().Descriptor(), "id"), webhook)
+	if err != nil {
+		return nil, nil, err
 	}
 	mask := &fieldmaskpb.FieldMask{Paths: []string{}}
-	for member, value := range members {
-		field := fieldByJSONMember(fields, member)
-		if field == nil {
-			return nil, nil, fmt.Errorf("merge patch member %q accepted by protojson but not found", member)
-		}
+	for field, value := range members {
 		if users.IsOutputOnly(field) {
 			continue
 		}
