@@ -202,8 +202,12 @@ func (e *Engine) deliver(ctx context.Context, sub store.Webhook, wake <-chan str
 		}
 		var ok bool
 		if len(page.Events) > 0 {
+			replays := sub.Replays
 			if sub, ok = e.current(ctx, sub); !ok {
 				return
+			}
+			if sub.Replays != replays {
+				continue // a replay moved the position: the page read from the old one is not to be sent
 			}
 		}
 		if sub, ok = e.deliverPage(ctx, sub, page, changed); !ok {
@@ -223,8 +227,12 @@ func (e *Engine) deliver(ctx context.Context, sub store.Webhook, wake <-chan str
 // no longer holds it.
 func (e *Engine) deliverPage(ctx context.Context, sub store.Webhook, page store.UserEvents, changed <-chan store.Webhook) (store.Webhook, bool) {
 	var passedOver int64 // the last change not wanted since the last one recorded
+	replays := sub.Replays
 	for _, ev := range page.Events {
 		sub = takeUp(sub, changed)
+		if sub.Replays != replays {
+			return sub, true // a replay moved the position: the rest of the page is read again from it
+		}
 		if !wants(sub, ev) {
 			passedOver = ev.Sequence
 			continue
@@ -299,8 +307,12 @@ func takeUp(sub store.Webhook, changed <-chan store.Webhook) store.Webhook {
 
 // newerCopy is the subscription with a newer copy's secrets, URL, types and role. Its position and
 // failures stay the deliverer's own, which the copy may predate, unless the copy comes from a
-// replay: then it starts from the replay's.
+// replay: then it starts from the replay's. Copies come from the lease round and from current, so
+// one may be older than the deliverer's: an older generation is not taken.
 func newerCopy(sub, fresh store.Webhook) store.Webhook {
+	if fresh.Generation < sub.Generation {
+		return sub
+	}
 	if fresh.Replays == sub.Replays {
 		fresh.Delivered, fresh.FailedAttempts, fresh.FailingSince, fresh.NextAttempt = sub.Delivered, sub.FailedAttempts, sub.FailingSince, sub.NextAttempt
 	}

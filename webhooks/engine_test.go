@@ -383,6 +383,31 @@ func TestACallersChangeHoldsForEveryChangeLoggedAfterIt(t *testing.T) {
 	}
 }
 
+// TestAReplayFollowedAtOnceByAChangeSendsTheReplayFirst: a change logged right after a replay,
+// before the engine's lease round brings the replayed copy, is read from the old position; it must
+// not be sent (and recorded) ahead of the replayed changes, which would skip them.
+func TestAReplayFollowedAtOnceByAChangeSendsTheReplayFirst(t *testing.T) {
+	st, svc := setup(t, loopback)
+	r := newReceiver(t, always(http.StatusOK))
+	hook := subscribe(t, svc, r.URL)
+	made := createUsers(t, st, 3, "")
+	first := r.waitFor(t, 3)
+	after, err := strconv.ParseInt(first[0].id, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.ReplayWebhook(context.Background(), &usersv1.ReplayWebhookRequest{Id: hook.GetId(), AfterSequence: after}); err != nil {
+		t.Fatal(err)
+	}
+	late := createUsers(t, st, 1, "")
+	got := r.waitFor(t, 6)
+	for i, want := range []int32{made[1].ID, made[2].ID, late[0].ID} {
+		if got[3+i].event.Data.ID != want {
+			t.Fatalf("after a replay from %d and one more create: %v; want users %d, %d, then %d", after, got[3:], made[1].ID, made[2].ID, late[0].ID)
+		}
+	}
+}
+
 func TestA410DisablesTheSubscription(t *testing.T) {
 	st, svc := setup(t, loopback)
 	r := newReceiver(t, always(http.StatusGone))
