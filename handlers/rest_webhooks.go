@@ -4,6 +4,7 @@
 package handlers
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"usersd/auth"
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/handlers/codec"
 	"usersd/handlers/restbody"
 	"usersd/users"
 )
@@ -139,9 +141,18 @@ func replayWebhookREST(hooks usersv1connect.WebhooksHandler, errs *errorWriter) 
 		if err != nil {
 			return err
 		}
-		req := &usersv1.ReplayWebhookRequest{}
-		if err := decodeBody(r, req, ""); err != nil {
+		body, err := readBody(r, mediaTypeJSON)
+		if err != nil {
 			return err
+		}
+		req := &usersv1.ReplayWebhookRequest{}
+		if err := codec.UnmarshalJSON(body, req); err != nil {
+			return users.InvalidField("body", "%v", err)
+		}
+		// proto3 reads a missing afterSequence as 0, which sends again everything the log keeps:
+		// a body that leaves it out is more likely a mistake than that.
+		if !hasMember(body, "afterSequence", "after_sequence") {
+			return users.InvalidField("afterSequence", "afterSequence is required: the sequence after which the changes are sent again (\"0\" for everything the log keeps)")
 		}
 		if err := checkBodyID(req.GetId(), id); err != nil {
 			return err
@@ -169,6 +180,20 @@ func listWebhookDeliveriesREST(hooks usersv1connect.WebhooksHandler, errs *error
 		}
 		return writeList(w, r, res.GetDeliveries())
 	})
+}
+
+// hasMember reports whether body, a JSON object the codec accepted, has a member of one of names.
+func hasMember(body []byte, names ...string) bool {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(body, &members) != nil {
+		return false
+	}
+	for _, name := range names {
+		if _, ok := members[name]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func webhookPath(id int32) string { return "/webhooks/" + strconv.Itoa(int(id)) }

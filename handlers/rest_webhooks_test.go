@@ -184,13 +184,15 @@ func TestWebhooksAreAResourceOnREST(t *testing.T) {
 	do("POST", path+":replay", "application/json", `{"afterSequence":"99999"}`).wantError(t, "replay past the newest change", http.StatusBadRequest, "INVALID_FIELD")
 	do("POST", path+":replay", "application/json", `{"afterSequence":-1}`).wantError(t, "replay from -1", http.StatusBadRequest, "INVALID_FIELD")
 	do("POST", path+":replay", "application/json", `{"after":1}`).wantError(t, "replay with an unknown member", http.StatusBadRequest, "INVALID_FIELD")
+	do("POST", path+":replay", "application/json", `{}`).wantError(t, "replay without afterSequence", http.StatusBadRequest, "INVALID_FIELD")
 
 	if deliveries := do("GET", path+"/deliveries", "", ""); deliveries.status != http.StatusOK || string(deliveries.body) != "[]" {
 		t.Errorf("deliveries with no engine running: %d %s; want an empty array", deliveries.status, deliveries.body)
 	}
 
-	// Custom methods take POST alone; a verb that is not one is a miss.
-	for _, method := range []string{"GET", "PATCH", "DELETE"} {
+	// Custom methods take POST alone, whether or not another route at the path takes the method;
+	// a verb that is not one is a miss.
+	for _, method := range []string{"GET", "PATCH", "DELETE", "PUT", "OPTIONS"} {
 		res := do(method, path+":replay", "", "")
 		if res.status != http.StatusMethodNotAllowed || res.header.Get("Allow") != "POST" {
 			t.Errorf("%s %s:replay: %d (Allow %q); want 405, Allow: POST", method, path, res.status, res.header.Get("Allow"))

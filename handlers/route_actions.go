@@ -71,6 +71,15 @@ func (t *routeTable) addCustomMethod(r route, muxPattern, wildcard, verb string,
 	if at == nil {
 		at = &customMethodsAt{wildcard: wildcard, verbs: map[string]customMethodRoute{}}
 		t.customMethods[path] = at
+		// A method that no route at the path takes ("PUT /webhooks/7:replay") reaches this
+		// pattern, which names every method: a custom method's URL is 405 with the method it
+		// takes, any other is the miss it would be without it.
+		miss := answerMiss(t.known, t.errs)
+		t.serving.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if !t.refusedCustomMethod(w, req, path) {
+				miss.ServeHTTP(w, req)
+			}
+		}))
 	}
 	if at.wildcard != wildcard {
 		t.err = errors.Join(t.err, fmt.Errorf("route %q: the custom methods at %q must name one wildcard, {%s}", r.pattern, path, at.wildcard))
