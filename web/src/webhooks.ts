@@ -215,6 +215,7 @@ export function startWebhooksView(page: Page): void {
       return;
     }
     stop();
+    if (!ui.details.open) return; // closed while it was asked for the key or read
     timer = setInterval(() => {
       if (document.visibilityState === "visible") void load().catch(readFailed);
     }, refreshEvery);

@@ -597,6 +597,7 @@ func report(o options, rs []*phaseResult, ticks int64) bool {
 		add(r.lost, "events lost")
 		add(r.duplicates, "events duplicated")
 		add(r.outOfOrder, "events out of order")
+		add(r.overlapping.Load(), "webhook deliveries that overlapped another of their subscription")
 		add(int64(r.ended), "streams ended by the server")
 		add(int64(r.firstNotHeartbeat), "streams whose first message was not a heartbeat")
 		if !r.drained {
