@@ -312,9 +312,11 @@ func TestAFailedDeliveryIsTriedAgainAndNothingOvertakesIt(t *testing.T) {
 	}
 }
 
-// TestAReplaySendsTheChangesAgainInOrder: a replay of a subscription that has been sent everything
-// sends every change after the replay's sequence again, in order, from the deliverer that holds it.
-func TestAReplaySendsTheChangesAgainInOrder(t *testing.T) {
+// replayedAfterTheFirstOfThree makes a subscription, waits until it has been sent the creates of
+// three users, and replays it from after the first: the store, the receiver, the users made and
+// the replay's sequence.
+func replayedAfterTheFirstOfThree(t *testing.T) (*sqlstore.Store, *receiver, []store.User, int64) {
+	t.Helper()
 	st, svc := setup(t, loopback)
 	r := newReceiver(t, always(http.StatusOK))
 	hook := subscribe(t, svc, r.URL)
@@ -327,6 +329,13 @@ func TestAReplaySendsTheChangesAgainInOrder(t *testing.T) {
 	if _, err := svc.ReplayWebhook(context.Background(), &usersv1.ReplayWebhookRequest{Id: hook.GetId(), AfterSequence: after}); err != nil {
 		t.Fatal(err)
 	}
+	return st, r, made, after
+}
+
+// TestAReplaySendsTheChangesAgainInOrder: a replay of a subscription that has been sent everything
+// sends every change after the replay's sequence again, in order, from the deliverer that holds it.
+func TestAReplaySendsTheChangesAgainInOrder(t *testing.T) {
+	_, r, made, after := replayedAfterTheFirstOfThree(t)
 	got := r.waitFor(t, 5)
 	if got[3].event.Data.ID != made[1].ID || got[4].event.Data.ID != made[2].ID {
 		t.Fatalf("after a replay from %d: %v; want the creates of users %d and %d again", after, got[3:], made[1].ID, made[2].ID)
@@ -387,18 +396,7 @@ func TestACallersChangeHoldsForEveryChangeLoggedAfterIt(t *testing.T) {
 // before the engine's lease round brings the replayed copy, is read from the old position; it must
 // not be sent (and recorded) ahead of the replayed changes, which would skip them.
 func TestAReplayFollowedAtOnceByAChangeSendsTheReplayFirst(t *testing.T) {
-	st, svc := setup(t, loopback)
-	r := newReceiver(t, always(http.StatusOK))
-	hook := subscribe(t, svc, r.URL)
-	made := createUsers(t, st, 3, "")
-	first := r.waitFor(t, 3)
-	after, err := strconv.ParseInt(first[0].id, 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.ReplayWebhook(context.Background(), &usersv1.ReplayWebhookRequest{Id: hook.GetId(), AfterSequence: after}); err != nil {
-		t.Fatal(err)
-	}
+	st, r, made, after := replayedAfterTheFirstOfThree(t)
 	late := createUsers(t, st, 1, "")
 	got := r.waitFor(t, 6)
 	for i, want := range []int32{made[1].ID, made[2].ID, late[0].ID} {
