@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"usersd/handlers/restbody"
 	"usersd/users"
 )
 
@@ -25,15 +26,15 @@ var fzCondOps = []struct {
 	retryTarget, retryBody string
 }{
 	{method: http.MethodGet, target: "/users/1", status: http.StatusOK},
-	{method: http.MethodPut, target: "/users/1", contentType: mediaTypeJSON, body: `{"name":"Ada","role":"admin"}`, status: http.StatusOK},
-	{method: http.MethodPatch, target: "/users/1", contentType: mediaTypeMergePatch, body: `{"role":"editor"}`, status: http.StatusOK},
+	{method: http.MethodPut, target: "/users/1", contentType: restbody.MediaTypeJSON, body: `{"name":"Ada","role":"admin"}`, status: http.StatusOK},
+	{method: http.MethodPatch, target: "/users/1", contentType: restbody.MediaTypeMergePatch, body: `{"role":"editor"}`, status: http.StatusOK},
 	{method: http.MethodDelete, target: "/users/1", status: http.StatusNoContent},
-	{method: http.MethodPost, target: "/users", contentType: mediaTypeJSON, body: `{"name":"Dan"}`, status: http.StatusCreated},
-	{method: http.MethodPost, target: "/users/1/posts", contentType: mediaTypeJSON, body: `{"title":"t"}`, status: http.StatusCreated},
+	{method: http.MethodPost, target: "/users", contentType: restbody.MediaTypeJSON, body: `{"name":"Dan"}`, status: http.StatusCreated},
+	{method: http.MethodPost, target: "/users/1/posts", contentType: restbody.MediaTypeJSON, body: `{"title":"t"}`, status: http.StatusCreated},
 	// Creates that fail (a missing name, a missing user): their key must be free again.
-	{method: http.MethodPost, target: "/users", contentType: mediaTypeJSON, body: `{"name":""}`, status: http.StatusBadRequest,
+	{method: http.MethodPost, target: "/users", contentType: restbody.MediaTypeJSON, body: `{"name":""}`, status: http.StatusBadRequest,
 		retryTarget: "/users", retryBody: `{"name":"Dan"}`},
-	{method: http.MethodPost, target: "/users/999/posts", contentType: mediaTypeJSON, body: `{"title":"t"}`, status: http.StatusNotFound,
+	{method: http.MethodPost, target: "/users/999/posts", contentType: restbody.MediaTypeJSON, body: `{"title":"t"}`, status: http.StatusNotFound,
 		retryTarget: "/users/1/posts", retryBody: `{"title":"t"}`},
 }
 

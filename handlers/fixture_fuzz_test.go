@@ -52,6 +52,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/handlers/restbody"
 	"usersd/internal/apitest"
 	"usersd/store"
 	"usersd/store/sqlstore"
@@ -491,8 +492,8 @@ func fzCleanPath(p string) string {
 
 func fzCheckJSONType(t *testing.T, res *fzResponse) {
 	t.Helper()
-	if ct := res.header.Get("Content-Type"); ct != mediaTypeJSON {
-		t.Fatalf("Content-Type %q, want %s:\n%s", ct, mediaTypeJSON, res)
+	if ct := res.header.Get("Content-Type"); ct != restbody.MediaTypeJSON {
+		t.Fatalf("Content-Type %q, want %s:\n%s", ct, restbody.MediaTypeJSON, res)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"usersd/handlers/restbody"
 )
 
 // FuzzPatchUser patches user 1 (name "Ada", role "admin") with a fuzzed body under a fuzzed
@@ -30,7 +32,7 @@ func FuzzPatchUser(f *testing.F) {
 		fx.check(t, res)
 
 		mediaType, params, err := mime.ParseMediaType(contentType)
-		accepted := err == nil && (mediaType == mediaTypeMergePatch || mediaType == mediaTypeJSON)
+		accepted := err == nil && (mediaType == restbody.MediaTypeMergePatch || mediaType == restbody.MediaTypeJSON)
 		charset, namesCharset := params["charset"]
 		otherCharset := accepted && namesCharset && !strings.EqualFold(charset, "utf-8") // an empty one too
 		switch {

@@ -75,7 +75,7 @@ func batchCreateUsersREST(service *users.Service, errs *errorWriter) http.Handle
 		if err != nil {
 			return err
 		}
-		body, err := readBody(r, mediaTypeJSON)
+		body, err := readBody(r, restbody.MediaTypeJSON)
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/handlers/restbody"
 	"usersd/store"
 )
 
@@ -25,7 +26,7 @@ func FuzzCreateUserBody(f *testing.F) {
 	fx := fzNewFixture(f, fzOptions{restore: true})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fx.begin(t)
-		res, _ := fx.serve(t, fzRequest{method: http.MethodPost, target: "/users", header: fzWriteHeader(mediaTypeJSON), body: body})
+		res, _ := fx.serve(t, fzRequest{method: http.MethodPost, target: "/users", header: fzWriteHeader(restbody.MediaTypeJSON), body: body})
 		fx.check(t, res)
 		if res.ok() {
 			if res.status != http.StatusCreated {
@@ -60,7 +61,7 @@ func FuzzReplaceUserBody(f *testing.F) {
 	target := "/users/" + strconv.Itoa(int(fzAda))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fx.begin(t)
-		res, _ := fx.serve(t, fzRequest{method: http.MethodPut, target: target, header: fzWriteHeader(mediaTypeJSON), body: body})
+		res, _ := fx.serve(t, fzRequest{method: http.MethodPut, target: target, header: fzWriteHeader(restbody.MediaTypeJSON), body: body})
 		fx.check(t, res)
 		if res.ok() {
 			if res.status != http.StatusOK {
@@ -87,7 +88,7 @@ func FuzzCreatePostBody(f *testing.F) {
 	target := "/users/" + strconv.Itoa(int(fzAda)) + "/posts"
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fx.begin(t)
-		res, _ := fx.serve(t, fzRequest{method: http.MethodPost, target: target, header: fzWriteHeader(mediaTypeJSON), body: body})
+		res, _ := fx.serve(t, fzRequest{method: http.MethodPost, target: target, header: fzWriteHeader(restbody.MediaTypeJSON), body: body})
 		fx.check(t, res)
 		if res.ok() {
 			if res.status != http.StatusCreated {

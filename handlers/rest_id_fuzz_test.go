@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+
+	"usersd/handlers/restbody"
 )
 
 // fzIDOps are the routes that read :id, each with a request that succeeds for an existing user.
@@ -17,11 +19,11 @@ var fzIDOps = []struct {
 	status                            int // the answer for an existing user
 }{
 	{http.MethodGet, "", "", "", http.StatusOK},
-	{http.MethodPut, "", mediaTypeJSON, `{"name":"Ada","role":"admin"}`, http.StatusOK},
-	{http.MethodPatch, "", mediaTypeMergePatch, `{"role":"editor"}`, http.StatusOK},
+	{http.MethodPut, "", restbody.MediaTypeJSON, `{"name":"Ada","role":"admin"}`, http.StatusOK},
+	{http.MethodPatch, "", restbody.MediaTypeMergePatch, `{"role":"editor"}`, http.StatusOK},
 	{http.MethodDelete, "", "", "", http.StatusNoContent},
 	{http.MethodGet, "/posts", "", "", http.StatusOK},
-	{http.MethodPost, "/posts", mediaTypeJSON, `{"title":"t"}`, http.StatusCreated},
+	{http.MethodPost, "/posts", restbody.MediaTypeJSON, `{"title":"t"}`, http.StatusCreated},
 }
 
 var fzCanonicalID = regexp.MustCompile(`^[1-9][0-9]*$`)

@@ -11,16 +11,12 @@ import (
 	"strings"
 	"usersd/handlers/codec"
 	"usersd/handlers/restbody"
+	"usersd/handlers/webhookrest"
 	"usersd/users"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-)
-
-const (
-	mediaTypeJSON       = "application/json"
-	mediaTypeMergePatch = "application/merge-patch+json"
 )
 
 // restFunc is a REST handler that returns its error instead of writing it, so that every error goes
@@ -33,6 +29,11 @@ func (errs *errorWriter) rest(fn restFunc) http.Handler {
 			errs.write(w, r, err)
 		}
 	})
+}
+
+// restShared is what every REST route shares, for the faces in packages of their own.
+func restShared(errs *errorWriter) webhookrest.REST {
+	return webhookrest.REST{ReadBody: readBody, PathID: pathID, WriteJSON: writeHeldJSON, Fail: errs.write}
 }
 
 // readBody reads a request body whose Content-Type is one of accepted (parameters such as charset
@@ -61,7 +62,7 @@ func readBody(r *http.Request, accepted ...string) ([]byte, error) {
 // ignoring its output-only members whatever their values, except pathBound, the field the request
 // compares with its path (see withoutOutputOnly).
 func decodeBody(r *http.Request, m proto.Message, pathBound protoreflect.Name) error {
-	body, err := readBody(r, mediaTypeJSON)
+	body, err := readBody(r, restbody.MediaTypeJSON)
 	if err != nil {
 		return err
 	}
@@ -78,6 +79,7 @@ func writeMessage(w http.ResponseWriter, r *http.Request, status int, m proto.Me
 	if err != nil {
 		return fmt.Errorf("encode %T: %w", m, err)
 	}
+	// writeHeldJSON's two steps, without the call: this is the answer of every REST read of a user.
 	if err := holdAnswer(r.Context(), len(body), isRead(r)); err != nil {
 		return err
 	}
@@ -91,26 +93,27 @@ func isRead(r *http.Request) bool { return r.Method == http.MethodGet || r.Metho
 // encodeList is a JSON array of the protojson form of each item, held against the answer budget:
 // the caller sets its headers and writes it with writeJSONBytes.
 func encodeList[M proto.Message](r *http.Request, items []M) ([]byte, error) {
-	body := []byte{'['}
-	for i, item := range items {
-		if i > 0 {
-			body = append(body, ',')
-		}
-		encoded, err := codec.MarshalJSON(item)
-		if err != nil {
-			return nil, fmt.Errorf("encode %T: %w", item, err)
-		}
-		body = append(body, encoded...)
+	body, err := codec.MarshalJSONList(items)
+	if err != nil {
+		return nil, err
 	}
-	body = append(body, ']')
 	if err := holdAnswer(r.Context(), len(body), isRead(r)); err != nil {
 		return nil, err
 	}
 	return body, nil
 }
 
+// writeHeldJSON answers with body, a JSON document, held against the answer budget.
+func writeHeldJSON(w http.ResponseWriter, r *http.Request, status int, body []byte) error {
+	if err := holdAnswer(r.Context(), len(body), isRead(r)); err != nil {
+		return err
+	}
+	writeJSONBytes(w, status, body)
+	return nil
+}
+
 // jsonContentType is the Content-Type value of every JSON answer, shared (see withSecurityHeaders).
-var jsonContentType = []string{mediaTypeJSON}
+var jsonContentType = []string{restbody.MediaTypeJSON}
 
 func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
 	w.Header()["Content-Type"] = jsonContentType

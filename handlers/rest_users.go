@@ -121,7 +121,7 @@ func updateUserREST(service *users.Service, errs *errorWriter) http.Handler {
 		if err != nil {
 			return err
 		}
-		body, err := readBody(r, mediaTypeMergePatch, mediaTypeJSON)
+		body, err := readBody(r, restbody.MediaTypeMergePatch, restbody.MediaTypeJSON)
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,7 @@ import (
 	"usersd/handlers/codec"
 	"usersd/handlers/health"
 	"usersd/handlers/static"
+	"usersd/handlers/webhookrest"
 	"usersd/openapi"
 	"usersd/scim"
 	"usersd/web"
@@ -69,7 +70,9 @@ func addRoutes(routes *routeTable, d deps) error {
 		webhooksPath, webhooksRPC := usersv1connect.NewWebhooksHandler(d.Webhooks, rpcOptions...)
 		routes.rpc(webhooksPath, webhooksRPC, methods)
 		served = append(served, usersv1connect.WebhooksName)
-		addWebhookRoutes(routes, d.Webhooks, errs)
+		for _, r := range webhookrest.Routes(d.Webhooks, restShared(errs)) {
+			routes.protected(r.Pattern, auth.ScopeWebhooks, r.Handler)
+		}
 	}
 	for _, extra := range d.ExtraServices {
 		addExtraService(routes, extra, rpcOptions)

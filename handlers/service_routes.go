@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 	"usersd/handlers/health"
+	"usersd/handlers/restbody"
 	"usersd/internal/plainjson"
 	"usersd/users"
 )
@@ -87,7 +88,7 @@ func infoREST(errs *errorWriter) http.Handler {
 // echoREST answers with the JSON it was sent; it changes nothing, so it needs no key.
 func echoREST(errs *errorWriter) http.Handler {
 	return errs.rest(func(w http.ResponseWriter, r *http.Request) error {
-		body, err := readBody(r, mediaTypeJSON)
+		body, err := readBody(r, restbody.MediaTypeJSON)
 		if err != nil {
 			return err
 		}

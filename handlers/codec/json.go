@@ -64,6 +64,23 @@ func MarshalJSON(m proto.Message) ([]byte, error) {
 	return marshalProtoJSON(m)
 }
 
+// MarshalJSONList writes a JSON array of the compact protojson form of each item: the body of a
+// REST list that is not paged.
+func MarshalJSONList[M proto.Message](items []M) ([]byte, error) {
+	body := []byte{'['}
+	for i, item := range items {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		encoded, err := MarshalJSON(item)
+		if err != nil {
+			return nil, fmt.Errorf("encode %T: %w", item, err)
+		}
+		body = append(body, encoded...)
+	}
+	return append(body, ']'), nil
+}
+
 // marshalProtoJSON writes the compact protojson form of any message.
 func marshalProtoJSON(m proto.Message) ([]byte, error) {
 	out, err := protojson.Marshal(m)

@@ -1,4 +1,4 @@
-package handlers
+package webhookrest_test
 
 import (
 	"context"
@@ -7,21 +7,34 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"usersd/auth"
+	"usersd/handlers"
 	"usersd/internal/apitest"
 	"usersd/store/sqlstore"
 	"usersd/webhooks"
 )
 
 const (
-	webhooksAdminKey = "webhooks-rest-admin-key-0123456789"
+	webhooksAdminKey = apitest.Key                          // every scope
 	webhooksUsersKey = "webhooks-rest-users-key-0123456789" // users.read and users.write alone
 )
+
+// TestMain fails the run when an answer did not match openapi.json: the tests' HTTP client checks
+// each one against the document.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if !apitest.Report(os.Stdout, testing.Verbose()) && code == 0 {
+		code = 1
+	}
+	os.Exit(code)
+}
 
 // startWebhooksREST serves New with the Webhooks service over a real SQLite file, its policy
 // allowing loopback http receivers, as -webhooks-allow-http and -webhooks-allow-private do.
@@ -32,7 +45,10 @@ func startWebhooksREST(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	keys := testKeys(webhooksAdminKey)
+	keys := &auth.APIKeys{}
+	if err := keys.Add(auth.NewAPIKey(webhooksAdminKey)); err != nil {
+		t.Fatal(err)
+	}
 	usersOnly, err := auth.ParseAPIKey(webhooksUsersKey + " name=users-only scopes=users.read,users.write")
 	if err != nil {
 		t.Fatal(err)
@@ -40,12 +56,14 @@ func startWebhooksREST(t *testing.T) string {
 	if err := keys.Add(usersOnly); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(Config{Store: st, Keys: keys, Logger: slog.New(slog.DiscardHandler),
+	svc, err := handlers.New(handlers.Config{Store: st, Keys: keys, Logger: slog.New(slog.DiscardHandler),
 		Webhooks: webhooks.NewService(st, webhooks.Policy{AllowHTTP: true, AllowPrivate: true})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startH2C(t, svc).URL
+	srv := httptest.NewServer(svc)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 type webhookAnswer struct {
@@ -77,7 +95,7 @@ func webhookREST(t *testing.T, base, key, method, path, contentType, body string
 		req.Header.Set("Content-Type", contentType)
 	}
 	if key != "" {
-		req.Header.Set(APIKeyHeader, key)
+		req.Header.Set(handlers.APIKeyHeader, key)
 	}
 	res, err := apitest.HTTP1Client.Do(req) // each answer is checked against openapi.json
 	if err != nil {
@@ -174,8 +192,7 @@ func TestWebhooksAreAResourceOnREST(t *testing.T) {
 	do("POST", path+":rotateSecret", "text/plain", `x`).wantError(t, "rotate with a text body", http.StatusUnsupportedMediaType, "")
 
 	// A replay moves the position back to a sequence the log has; none past its newest.
-	admin := &routeClient{baseURL: base, http: apitest.HTTP1Client, key: webhooksAdminKey}
-	admin.createUser(t, "Changed")
+	apitest.CreateUser(t, base, "Changed", "editor")
 	latest := do("GET", path, "", "").webhook(t).LatestSequence
 	if replayed := do("POST", path+":replay", "application/json", `{"afterSequence":"0"}`); replayed.status != http.StatusOK ||
 		replayed.webhook(t).DeliveredSequence != "" || replayed.webhook(t).LatestSequence != latest {
