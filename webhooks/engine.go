@@ -42,6 +42,8 @@ type Engine struct {
 	source  string // the CloudEvents source of every event
 	log     *slog.Logger
 	metrics *metrics
+	// reads are the deliverers' reads of the change log, shared among them; Run makes them.
+	reads *sharedReads
 	// leaseFailures counts the lease rounds that failed in a row: the log says when they begin and
 	// when they end, not every round (a failover lasts many).
 	leaseFailures int
@@ -77,6 +79,7 @@ func (d *deliverer) offer(w store.Webhook) {
 
 // Run delivers until ctx ends, then gives up its leases so that another replica takes over at once.
 func (e *Engine) Run(ctx context.Context) {
+	e.reads = newSharedReads(ctx, e.store)
 	wake := make(chan struct{}, 1)
 	stopNotices := e.store.NotifyUserEvents(wake)
 	defer stopNotices()
@@ -100,6 +103,7 @@ func (e *Engine) Run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-wake:
+				e.reads.newRound() // before any deliverer wakes: what it reads next is read after the notice
 				for _, d := range running {
 					select {
 					case d.wake <- struct{}{}:
@@ -180,7 +184,7 @@ func (e *Engine) deliver(ctx context.Context, sub store.Webhook, wake <-chan str
 				return
 			}
 		}
-		page, err := e.store.UserEvents(ctx, sub.Delivered, eventsPerRead)
+		page, err := e.reads.read(ctx, sub.Delivered)
 		switch {
 		case errors.Is(err, store.ErrEventsSwept):
 			// Kept 7 days for an enabled subscription: this one was disabled longer, then enabled.
