@@ -77,7 +77,7 @@ func main() {
 	flag.Float64Var(&o.rate, "rate", 500, "creates a second")
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "how long the writes go on")
 	flag.DurationVar(&o.drain, "drain", 15*time.Second, "how long to wait after the last write for every watcher to have every event")
-	flag.DurationVar(&o.settle, "settle", time.Second, "pause between opening the watches and the first write")
+	flag.DurationVar(&o.settle, "settle", time.Second, "pause between opening the watches and the first write (with -webhooks, at least 4s)")
 	flag.IntVar(&o.writers, "writers", 64, "creates in flight at most (the pace is -rate; this only bounds the concurrency)")
 	flag.BoolVar(&o.baseline, "baseline", true, "also run the same writes with no watcher, for the CPU that watching costs")
 	flag.StringVar(&o.serverCPUs, "server-cpus", "0", "CPUs to pin usersd to (taskset -c); empty for none")
@@ -264,7 +264,11 @@ func runPhase(ctx context.Context, o options, work, name string, nWatchers int, 
 		r.conns = len(ws.clients)
 		progress("%s: %d watches open on %d connections (%d server connections seen) in %s", name, nWatchers, r.conns, serverConns(addr), r.opened.Round(time.Millisecond))
 	}
-	if !sleep(ctx, o.settle) {
+	settle := o.settle
+	if o.webhooks > 0 {
+		settle = max(settle, webhookSettle)
+	}
+	if !sleep(ctx, settle) {
 		return nil, ctx.Err()
 	}
 	if pid != 0 {

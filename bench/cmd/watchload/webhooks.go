@@ -16,6 +16,11 @@ import (
 	usersv1 "usersd/gen/users/v1"
 )
 
+// webhookSettle is the least pause between making the subscriptions and the first write: usersd
+// starts delivering a new subscription at its engine's next lease round (every 3 s), and a write
+// before that waits for it, which measures the round, not the deliveries.
+const webhookSettle = 4 * time.Second
+
 // openHooks makes n webhook subscriptions of the server at baseURL, each to its own path of a
 // receiver that watchload serves on loopback, and returns them as watchers: each delivery is
 // handled as the event of a watch stream is, so the same checks (every acknowledged create once,
