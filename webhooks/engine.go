@@ -44,6 +44,8 @@ type Engine struct {
 	metrics *metrics
 	// reads are the deliverers' reads of the change log, shared among them; Run makes them.
 	reads *sharedReads
+	// poke asks for a lease round now: a caller of this process made or changed a subscription.
+	poke chan struct{}
 	// leaseFailures counts the lease rounds that failed in a row: the log says when they begin and
 	// when they end, not every round (a failover lasts many).
 	leaseFailures int
@@ -52,7 +54,18 @@ type Engine struct {
 // NewEngine returns an engine that delivers st's subscriptions to receivers the policy allows, as
 // events from source (a URI reference that names this service, such as https://users.example.com).
 func NewEngine(st Store, policy Policy, source string, log *slog.Logger, m *Metrics) *Engine {
-	return &Engine{store: st, client: newClient(policy), owner: "usersd-" + rand.Text(), source: source, log: log, metrics: m.orNone()}
+	return &Engine{store: st, client: newClient(policy), owner: "usersd-" + rand.Text(), source: source, log: log, metrics: m.orNone(),
+		poke: make(chan struct{}, 1)}
+}
+
+// Poke makes the engine take up its subscriptions now rather than at its next lease round: one a
+// caller of this process has just made, enabled or replayed is delivered from its first change, not
+// a lease round later. Another replica takes it up at its own next round.
+func (e *Engine) Poke() {
+	select {
+	case e.poke <- struct{}{}:
+	default:
+	}
 }
 
 // deliverer is the goroutine of one subscription.
@@ -75,6 +88,14 @@ func (d *deliverer) offer(w store.Webhook) {
 	}
 	d.changed <- w
 	d.generation = w.Generation
+}
+
+// nudge wakes the deliverer if it waits for a change.
+func (d *deliverer) nudge() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Run delivers until ctx ends, then gives up its leases so that another replica takes over at once.
@@ -105,13 +126,11 @@ func (e *Engine) Run(ctx context.Context) {
 			case <-wake:
 				e.reads.newRound() // before any deliverer wakes: what it reads next is read after the notice
 				for _, d := range running {
-					select {
-					case d.wake <- struct{}{}:
-					default:
-					}
+					d.nudge()
 				}
 				continue
 			case <-lease.C:
+			case <-e.poke:
 			}
 			break
 		}
@@ -143,6 +162,7 @@ func (e *Engine) lease(ctx context.Context, running map[int32]*deliverer) {
 			default:
 				if d.generation != w.Generation {
 					d.offer(w)
+					d.nudge() // an idle deliverer takes a replay up now, not at its next poll
 				}
 				continue
 			}

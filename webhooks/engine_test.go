@@ -51,16 +51,19 @@ func setupWithMetrics(t *testing.T, policy webhooks.Policy, m *webhooks.Metrics)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	engine := webhooks.NewEngine(st, policy, "/usersd-test", slog.New(slog.NewTextHandler(io.Discard, nil)), m)
 	go func() {
 		defer close(done)
-		webhooks.NewEngine(st, policy, "/usersd-test", slog.New(slog.NewTextHandler(io.Discard, nil)), m).Run(ctx)
+		engine.Run(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()
 		<-done
 		st.Close()
 	})
-	return st, webhooks.NewService(st, policy)
+	svc := webhooks.NewService(st, policy)
+	svc.OnChange(engine.Poke) // as usersd wires them
+	return st, svc
 }
 
 // delivery is one POST a receiver took.
@@ -344,6 +347,47 @@ func TestAReplaySendsTheChangesAgainInOrder(t *testing.T) {
 	if n := len(r.taken()); n != 5 {
 		t.Fatalf("%d deliveries, want 5: each replayed change once", n)
 	}
+}
+
+// TestACallersSubscriptionIsTakenUpAtOnce: a subscription made, enabled again or replayed through
+// this process's service is delivered from its next change at once, not at the engine's next lease
+// round (every 3 s).
+func TestACallersSubscriptionIsTakenUpAtOnce(t *testing.T) {
+	st, svc := setup(t, loopback)
+	ctx := context.Background()
+	r := newReceiver(t, always(http.StatusOK))
+	time.Sleep(200 * time.Millisecond) // the engine's first lease round is over: the next is 3 s away
+	within := func(what string, n int, since time.Time) {
+		t.Helper()
+		r.waitFor(t, n)
+		if took := time.Since(since); took > 1500*time.Millisecond {
+			t.Errorf("%s: delivered %s after, want well within a lease round", what, took.Round(time.Millisecond))
+		}
+	}
+
+	made := time.Now()
+	hook := subscribe(t, svc, r.URL)
+	createUsers(t, st, 1, "")
+	within("a new subscription", 1, made)
+
+	pause := &usersv1.UpdateWebhookRequest{Id: hook.GetId(), Webhook: &usersv1.Webhook{}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"enabled"}}}
+	if _, err := svc.UpdateWebhook(ctx, pause); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the paused deliverer has stopped
+	resumed := time.Now()
+	pause.Webhook.Enabled = true
+	if _, err := svc.UpdateWebhook(ctx, pause); err != nil {
+		t.Fatal(err)
+	}
+	createUsers(t, st, 1, "")
+	within("a subscription enabled again", 2, resumed)
+
+	replayed := time.Now()
+	if _, err := svc.ReplayWebhook(ctx, &usersv1.ReplayWebhookRequest{Id: hook.GetId(), AfterSequence: 0}); err != nil {
+		t.Fatal(err)
+	}
+	within("a replay of an idle subscription", 4, replayed)
 }
 
 // TestACallersChangeHoldsForEveryChangeLoggedAfterIt: once a pause, a new URL or a delete has been

@@ -27,12 +27,20 @@ const recentAttempts = 100
 type Service struct {
 	store  Store
 	policy Policy
+	// changed is called after a caller made, changed or replayed a subscription (see OnChange).
+	changed func()
 }
 
 var _ usersv1connect.WebhooksHandler = (*Service)(nil)
 
 // NewService returns the service of st's subscriptions, whose URLs policy checks.
-func NewService(st Store, policy Policy) *Service { return &Service{store: st, policy: policy} }
+func NewService(st Store, policy Policy) *Service {
+	return &Service{store: st, policy: policy, changed: func() {}}
+}
+
+// OnChange has f called after each subscription a caller makes, changes or replays: Engine.Poke,
+// so that this process's engine takes it up at once.
+func (s *Service) OnChange(f func()) { s.changed = f }
 
 func (s *Service) CreateWebhook(ctx context.Context, req *usersv1.CreateWebhookRequest) (*usersv1.CreateWebhookResponse, error) {
 	w := req.GetWebhook()
@@ -49,6 +57,7 @@ func (s *Service) CreateWebhook(ctx context.Context, req *usersv1.CreateWebhookR
 	if err != nil {
 		return nil, storeError(err, 0)
 	}
+	s.changed()
 	return &usersv1.CreateWebhookResponse{Webhook: s.withSecret(ctx, created)}, nil
 }
 
@@ -127,6 +136,7 @@ func (s *Service) UpdateWebhook(ctx context.Context, req *usersv1.UpdateWebhookR
 	if err != nil {
 		return nil, storeError(err, req.GetId())
 	}
+	s.changed()
 	return &usersv1.UpdateWebhookResponse{Webhook: toProto(updated, s.latest(ctx))}, nil
 }
 
@@ -193,6 +203,7 @@ func (s *Service) ReplayWebhook(ctx context.Context, req *usersv1.ReplayWebhookR
 	if err != nil {
 		return nil, storeError(err, req.GetId())
 	}
+	s.changed()
 	return &usersv1.ReplayWebhookResponse{Webhook: toProto(replayed, latest)}, nil
 }
 

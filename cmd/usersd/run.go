@@ -174,8 +174,11 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, lookupEnv f
 	if err != nil {
 		return fmt.Errorf("webhook metrics: %w", err)
 	}
+	engine := webhooks.NewEngine(st, policy, cfg.webhooksSource, logger, webhookMetrics)
+	subscriptions := webhooks.NewService(st, policy)
+	subscriptions.OnChange(engine.Poke)
 	service, err := handlers.New(handlers.Config{
-		Webhooks: webhooks.NewService(st, policy),
+		Webhooks: subscriptions,
 		Bearer:   bearer, Background: background,
 		Store: data, Keys: keys, PrivateReads: !cfg.publicReads,
 		RateLimit: cfg.rateLimit, RateBurst: int(cfg.rateBurst), Logger: logger, AccessLog: accessLog(logs, cfg.logLevel), LogProbes: cfg.logLevel <= slog.LevelDebug,
@@ -225,7 +228,7 @@ func run(ctx context.Context, again <-chan os.Signal, args []string, lookupEnv f
 	delivering := make(chan struct{})
 	go func() {
 		defer close(delivering)
-		webhooks.NewEngine(st, policy, cfg.webhooksSource, logger, webhookMetrics).Run(background)
+		engine.Run(background)
 	}()
 	// Deliveries stop last, once no request is under way, and give their subscriptions up so that
 	// another replica takes them over at once.
