@@ -16,9 +16,10 @@ import (
 	usersv1 "usersd/gen/users/v1"
 )
 
-// webhookSettle is the least pause between making the subscriptions and the first write: usersd
-// starts delivering a new subscription at its engine's next lease round (every 3 s), and a write
-// before that waits for it, which measures the round, not the deliveries.
+// webhookSettle is the least pause between making the subscriptions and the first write. usersd
+// takes up a subscription made through it at once, but another replica, and a build before
+// 2026-11-28, at its engine's next lease round (every 3 s): a write before that waits for the round,
+// which then is what a run measures, not the deliveries.
 const webhookSettle = 4 * time.Second
 
 // openHooks makes n webhook subscriptions of the server at baseURL, each to its own path of a
