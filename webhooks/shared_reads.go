@@ -66,6 +66,13 @@ func (r *sharedReads) read(ctx context.Context, after int64) (store.UserEvents, 
 		if err == nil {
 			r.mu.Lock()
 			if r.round == round {
+				// Notices may not come for a long while (another replica's can be lost): what no
+				// read may take any more goes, so that the pages kept are those of the last moments.
+				for at, p := range r.pages {
+					if time.Since(p.read) >= sharedPageFor {
+						delete(r.pages, at)
+					}
+				}
 				r.pages[after] = sharedPage{page: page, read: began}
 			}
 			r.mu.Unlock()

@@ -112,3 +112,22 @@ func TestAPollReadsAgainOnceThePageIsOld(t *testing.T) {
 		t.Errorf("pollEvery %v is not well above sharedPageFor %v: a poll could read a page as old as the poll period", pollEvery, sharedPageFor)
 	}
 }
+
+// TestOnlyRecentPagesAreKept: without notices (another replica's can be lost), pages read at
+// other positions do not pile up: a page no read may take any more is let go.
+func TestOnlyRecentPagesAreKept(t *testing.T) {
+	st, log := openLog(t)
+	for range 3 {
+		logChange(t, st)
+	}
+	reads := newSharedReads(t.Context(), log)
+	readAfter(t, reads, 0)
+	readAfter(t, reads, 1)
+	time.Sleep(sharedPageFor)
+	readAfter(t, reads, 2)
+	reads.mu.Lock()
+	defer reads.mu.Unlock()
+	if len(reads.pages) != 1 {
+		t.Fatalf("%d pages kept after the others grew old, want 1", len(reads.pages))
+	}
+}
