@@ -58,9 +58,10 @@ func NewEngine(st Store, policy Policy, source string, log *slog.Logger, m *Metr
 		poke: make(chan struct{}, 1)}
 }
 
-// Poke makes the engine take up its subscriptions now rather than at its next lease round: one a
-// caller of this process has just made, enabled or replayed is delivered from its first change, not
-// a lease round later. Another replica takes it up at its own next round.
+// Poke makes the engine run its lease round now rather than at its next tick: a subscription a
+// caller of this process has just made is delivered from its first change, and one it enabled again
+// or replayed is taken up at once if this process holds its lease (or the lease has run out). A
+// subscription another replica holds is taken up by that replica at its own next round.
 func (e *Engine) Poke() {
 	select {
 	case e.poke <- struct{}{}:
@@ -124,7 +125,10 @@ func (e *Engine) Run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-wake:
-				e.reads.newRound() // before any deliverer wakes: what it reads next is read after the notice
+				// Before any deliverer wakes, so that no read begun after this shares a page read
+				// before the notice. A deliverer that joined such a read just before finds the wake-up
+				// below waiting when it next sleeps, and reads again.
+				e.reads.newRound()
 				for _, d := range running {
 					d.nudge()
 				}
@@ -200,8 +204,15 @@ func (e *Engine) deliver(ctx context.Context, sub store.Webhook, wake <-chan str
 	for ctx.Err() == nil {
 		sub = takeUp(sub, changed)
 		if !sub.NextAttempt.IsZero() && time.Until(sub.NextAttempt) > 0 {
-			if !sleep(ctx, time.Until(sub.NextAttempt), nil) {
+			// The backoff: a newer copy ends it early only when it carries a replay, which starts
+			// afresh (newerCopy keeps the deliverer's own backoff otherwise).
+			fresh, ok := backOff(ctx, time.Until(sub.NextAttempt), changed)
+			if !ok {
 				return
+			}
+			if fresh != nil {
+				sub = newerCopy(sub, *fresh)
+				continue
 			}
 		}
 		page, err := e.reads.read(ctx, sub.Delivered)
@@ -357,6 +368,21 @@ func wants(sub store.Webhook, ev store.UserEvent) bool {
 		}
 	}
 	return false
+}
+
+// backOff waits for d, or for a newer copy of the subscription, which it returns; false if ctx
+// ended first.
+func backOff(ctx context.Context, d time.Duration, changed <-chan store.Webhook) (*store.Webhook, bool) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, false
+	case <-timer.C:
+		return nil, true
+	case fresh := <-changed:
+		return &fresh, true
+	}
 }
 
 // sleep waits for d, or a wake-up, and reports false if ctx ended first.

@@ -390,6 +390,32 @@ func TestACallersSubscriptionIsTakenUpAtOnce(t *testing.T) {
 	within("a replay of an idle subscription", 4, replayed)
 }
 
+// TestAReplayEndsABackoff: a replay of a subscription waiting to try a failed change again (2.5 s
+// at least after a first failure) sends from the replay's position at once.
+func TestAReplayEndsABackoff(t *testing.T) {
+	st, svc := setup(t, loopback)
+	r := newReceiver(t, func(n int) int {
+		if n == 0 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	hook := subscribe(t, svc, r.URL)
+	createUsers(t, st, 1, "")
+	r.waitFor(t, 1)
+	if failed := lastAttempt(t, svc, hook.GetId()); failed.GetNextAttemptTime() == nil {
+		t.Fatalf("the first attempt's record: %v; want a failure with its next attempt", failed)
+	}
+	replayed := time.Now()
+	if _, err := svc.ReplayWebhook(context.Background(), &usersv1.ReplayWebhookRequest{Id: hook.GetId(), AfterSequence: 0}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, 2)
+	if took := time.Since(replayed); took > 1500*time.Millisecond {
+		t.Errorf("the replay was sent %s after it was made; want it at once, not after the backoff", took.Round(time.Millisecond))
+	}
+}
+
 // TestACallersChangeHoldsForEveryChangeLoggedAfterIt: once a pause, a new URL or a delete has been
 // answered, no change logged after it is sent the old way, though the engine's lease round, which
 // also brings changed subscriptions, is seconds away: a deliverer reads its subscription again after
