@@ -18,7 +18,7 @@ import (
 
 // webhookSettle is the least pause between making the subscriptions and the first write. usersd
 // takes up a subscription made through it at once, but another replica, and a build before
-// 2026-11-28, at its engine's next lease round (every 3 s): a write before that waits for the round,
+// commit aa96607, at its engine's next lease round (every 3 s): a write before that waits for the round,
 // which then is what a run measures, not the deliveries.
 const webhookSettle = 4 * time.Second
 
