@@ -119,6 +119,16 @@ func newReceiverOn(t *testing.T, addr string, answer func(n int) int) *receiver 
 
 func always(status int) func(int) int { return func(int) int { return status } }
 
+// failingFirst answers the first request with status, and 200 after.
+func failingFirst(status int) func(int) int {
+	return func(n int) int {
+		if n == 0 {
+			return status
+		}
+		return http.StatusOK
+	}
+}
+
 func (r *receiver) taken() []delivery {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -288,12 +298,7 @@ func TestTypesAndRoleChooseTheChanges(t *testing.T) {
 
 func TestAFailedDeliveryIsTriedAgainAndNothingOvertakesIt(t *testing.T) {
 	st, svc := setup(t, loopback)
-	r := newReceiver(t, func(n int) int {
-		if n == 0 {
-			return http.StatusServiceUnavailable
-		}
-		return http.StatusOK
-	})
+	r := newReceiver(t, failingFirst(http.StatusServiceUnavailable))
 	hook := subscribe(t, svc, r.URL)
 	made := createUsers(t, st, 3, "")
 	got := r.waitFor(t, 4) // the first twice, then the others
@@ -394,12 +399,7 @@ func TestACallersSubscriptionIsTakenUpAtOnce(t *testing.T) {
 // at least after a first failure) sends from the replay's position at once.
 func TestAReplayEndsABackoff(t *testing.T) {
 	st, svc := setup(t, loopback)
-	r := newReceiver(t, func(n int) int {
-		if n == 0 {
-			return http.StatusInternalServerError
-		}
-		return http.StatusOK
-	})
+	r := newReceiver(t, failingFirst(http.StatusInternalServerError))
 	hook := subscribe(t, svc, r.URL)
 	createUsers(t, st, 1, "")
 	r.waitFor(t, 1)
