@@ -79,7 +79,7 @@ func TestWebhooksDeliverEveryAcknowledgedCreateAcrossSIGKILL(t *testing.T) {
 			}
 		})
 	}
-	// A new subscription is taken up at the next lease round (every 3 s), then delivered.
+	// The subscription is delivered from the moment it is made; the writes go on for 5 s.
 	time.Sleep(5 * time.Second)
 	if err := first.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,12 @@ func TestWebhooksDeliverEveryAcknowledgedCreateAcrossSIGKILL(t *testing.T) {
 	}
 
 	proctest.Start(t, nil, dbPath, flags...)
-	deadline := time.Now().Add(60 * time.Second)
+	// The new process takes the subscription over once the killed one's lease runs out (20 s), then
+	// catches up at whatever pace the machine allows (under the race detector's step, with every
+	// other package's tests at work, a few thousand deliveries can take most of a minute): the test
+	// fails when deliveries stop coming while some are missing, not when they come slowly.
+	const stalled = 45 * time.Second
+	progressed, lastMissing := time.Now(), -1
 	for {
 		mu.Lock()
 		missing := 0
@@ -108,8 +113,11 @@ func TestWebhooksDeliverEveryAcknowledgedCreateAcrossSIGKILL(t *testing.T) {
 		if missing == 0 {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d acknowledged creates not delivered within 60 s of the restart", missing, len(acked))
+		if missing != lastMissing {
+			progressed, lastMissing = time.Now(), missing
+		}
+		if time.Since(progressed) > stalled {
+			t.Fatalf("%d of %d acknowledged creates not delivered, and none delivered in the last %s", missing, len(acked), stalled)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
