@@ -33,7 +33,8 @@ func (errs *errorWriter) rest(fn restFunc) http.Handler {
 
 // restShared is what every REST route shares, for the faces in packages of their own.
 func restShared(errs *errorWriter) webhookrest.REST {
-	return webhookrest.REST{ReadBody: readBody, PathID: pathID, WriteJSON: writeHeldJSON, Fail: errs.write}
+	return webhookrest.REST{ReadBody: readBody, PathID: pathID, WriteJSON: writeHeldJSON, Fail: errs.write,
+		DecodeBody: func(r *http.Request, m proto.Message) error { return decodeBody(r, m, "") }}
 }
 
 // readBody reads a request body whose Content-Type is one of accepted (parameters such as charset

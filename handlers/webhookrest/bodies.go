@@ -9,25 +9,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"usersd/handlers/codec"
-	"usersd/handlers/restbody"
 	"usersd/users"
 )
 
-// decodeBody reads the JSON body of a write into m with the service's strict codec, ignoring its
-// output-only members whatever their values.
-func (f *face) decodeBody(r *http.Request, m proto.Message) error {
-	body, err := f.rest.ReadBody(r, restbody.MediaTypeJSON)
-	if err != nil {
-		return err
-	}
-	body = restbody.WithoutOutputOnly(body, m.ProtoReflect().Descriptor(), "")
-	if err := codec.UnmarshalJSON(body, m); err != nil {
-		return users.InvalidField("body", "%v", err)
-	}
-	return nil
-}
-
-// decodeOptionalBody is decodeBody for a custom method whose body may be left out: a request
+// decodeOptionalBody is DecodeBody for a custom method whose body may be left out: a request
 // without one (no Content-Type and nothing sent) leaves m as it is.
 func (f *face) decodeOptionalBody(r *http.Request, m proto.Message) error {
 	if r.ContentLength == 0 {
@@ -39,7 +24,7 @@ func (f *face) decodeOptionalBody(r *http.Request, m proto.Message) error {
 			return nil
 		}
 	}
-	return f.decodeBody(r, m)
+	return f.rest.DecodeBody(r, m)
 }
 
 // writeMessage answers with the protojson form of m.

@@ -14,7 +14,7 @@ import (
 // again.
 func (f *face) create(w http.ResponseWriter, r *http.Request) error {
 	webhook := &usersv1.Webhook{}
-	if err := f.decodeBody(r, webhook); err != nil {
+	if err := f.rest.DecodeBody(r, webhook); err != nil {
 		return err
 	}
 	res, err := f.hooks.CreateWebhook(r.Context(), &usersv1.CreateWebhookRequest{Webhook: webhook})

@@ -8,6 +8,8 @@ package webhookrest
 import (
 	"net/http"
 
+	"google.golang.org/protobuf/proto"
+
 	"usersd/gen/users/v1/usersv1connect"
 )
 
@@ -16,6 +18,9 @@ type REST struct {
 	// ReadBody reads a request body whose Content-Type is one of accepted: a 415 for another type,
 	// a 413 past the body limit.
 	ReadBody func(r *http.Request, accepted ...string) ([]byte, error)
+	// DecodeBody reads the JSON body of a write into m with the strict codec, ignoring its
+	// output-only members.
+	DecodeBody func(r *http.Request, m proto.Message) error
 	// PathID reads the path segment name, which must be a positive int32 in its canonical form.
 	PathID func(r *http.Request, name string) (int32, error)
 	// WriteJSON answers with body, a JSON document, held against the answer budget.
