@@ -19,6 +19,8 @@ import (
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"usersd/handlers/apierror"
 )
 
 const (
@@ -111,7 +113,7 @@ func (b *answerBudget) refused() error {
 	if b.refusals != nil {
 		b.refusals.Inc()
 	}
-	return newHTTPError(http.StatusServiceUnavailable, connect.CodeUnavailable, reasonAnswersOverBudget,
+	return apierror.New(http.StatusServiceUnavailable, connect.CodeUnavailable, apierror.ReasonAnswersOverBudget,
 		"the server holds as many answers for slow clients as its memory allows; retry shortly")
 }
 

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"usersd/auth"
+	"usersd/handlers/apierror"
 	"usersd/users"
 )
 
@@ -102,7 +103,7 @@ func (a *authorizer) refuse(w http.ResponseWriter, r *http.Request, d auth.Decis
 	case auth.MissingScope:
 		err = users.NewError(connect.CodePermissionDenied, users.ReasonNone, "%s", d.Err)
 	case auth.OverRate:
-		err = newHTTPError(http.StatusTooManyRequests, connect.CodeResourceExhausted, reasonRateLimited, "%s", d.Err)
+		err = apierror.New(http.StatusTooManyRequests, connect.CodeResourceExhausted, apierror.ReasonRateLimited, "%s", d.Err)
 	default:
 		err = users.NewError(connect.CodeUnauthenticated, users.ReasonNone, "%s", d.Err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/handlers/apierror"
 	"usersd/internal/apitest"
 )
 
@@ -140,8 +141,8 @@ func wantDetails(t *testing.T, protocol string, ce *connect.Error, reason string
 			bad = v
 		}
 	}
-	if info == nil || info.GetReason() != reason || info.GetDomain() != errorDomain || !maps.Equal(info.GetMetadata(), metadata) {
-		t.Fatalf("%s: ErrorInfo %v, want reason %s, domain %s, metadata %v", protocol, info, reason, errorDomain, metadata)
+	if info == nil || info.GetReason() != reason || info.GetDomain() != apierror.Domain || !maps.Equal(info.GetMetadata(), metadata) {
+		t.Fatalf("%s: ErrorInfo %v, want reason %s, domain %s, metadata %v", protocol, info, reason, apierror.Domain, metadata)
 	}
 	if ce.Code() != connect.CodeInvalidArgument {
 		if bad != nil {

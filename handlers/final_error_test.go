@@ -18,6 +18,7 @@ import (
 
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/handlers/apierror"
 	"usersd/internal/apitest"
 	conformancev1 "usersd/internal/conformancetest/gen/connectrpc/conformance/v1"
 	"usersd/store/sqlstore"
@@ -100,7 +101,7 @@ func wantInternalOnEveryProtocol(t *testing.T, baseURL string) {
 		client := usersv1connect.NewUsersClient(h2cClient(), baseURL, opts...)
 		_, err := client.GetUser(context.Background(), &usersv1.GetUserRequest{Id: 1})
 		var ce *connect.Error
-		if !errors.As(err, &ce) || ce.Code() != connect.CodeInternal || ce.Message() != internalErrorMessage {
+		if !errors.As(err, &ce) || ce.Code() != connect.CodeInternal || ce.Message() != apierror.InternalMessage {
 			t.Errorf("%s: %v, want internal with the fixed message", name, err)
 		}
 	}
@@ -235,8 +236,8 @@ func TestConnectErrorsOfHandlersPassAsTheyAre(t *testing.T) {
 					}},
 				}))
 				var ce *connect.Error
-				if !errors.As(err, &ce) || ce.Code() != connect.CodeInternal || ce.Message() != internalErrorMessage || ce.Meta().Get("X-Echo") != "" {
-					t.Fatalf("got %v (X-Echo %q), want internal %q and none of the handler's metadata", err, ce.Meta().Get("X-Echo"), internalErrorMessage)
+				if !errors.As(err, &ce) || ce.Code() != connect.CodeInternal || ce.Message() != apierror.InternalMessage || ce.Meta().Get("X-Echo") != "" {
+					t.Fatalf("got %v (X-Echo %q), want internal %q and none of the handler's metadata", err, ce.Meta().Get("X-Echo"), apierror.InternalMessage)
 				}
 				wantDetails(t, p.Name, ce, "INTERNAL", nil) // the reason of every fault, and none of the handler's details
 			})

@@ -52,6 +52,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/handlers/apierror"
 	"usersd/handlers/restbody"
 	"usersd/internal/apitest"
 	"usersd/store"
@@ -434,7 +435,7 @@ func (fx *fzFixture) check(t *testing.T, res *fzResponse) {
 		if err != nil {
 			t.Fatalf("a %d body is not the REST error body: %v\n%s", s, err, res)
 		}
-		if message == internalErrorMessage {
+		if message == apierror.InternalMessage {
 			t.Fatalf("a %d answer with the message of a fault:\n%s", s, res)
 		}
 		fzCheckJSONType(t, res)

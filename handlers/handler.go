@@ -25,6 +25,7 @@ import (
 
 	"usersd/auth"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/handlers/apierror"
 	"usersd/handlers/health"
 	"usersd/handlers/watchslots"
 	"usersd/store"
@@ -203,7 +204,7 @@ func New(cfg Config) (*Service, error) {
 // sheds the deadline: see routeTable.add.)
 func withMiddleware(cfg Config, obs observer, routes *routeTable, budget *answerBudget, serving http.Handler) http.Handler {
 	errs := routes.errs
-	h := withCleanPaths(errs, withProtocolErrorDetails(routes, serving))
+	h := withCleanPaths(errs, apierror.WithProtocolDetails(routes.isRPC, answeredByConnect, serving))
 	h = withConnectGETChecks(routes, h)
 	h = withBodyLimit(routes, cfg.MaxBodyBytes, h)
 	h = withChunkedRequestsClosing(h)
@@ -221,7 +222,7 @@ func withMiddleware(cfg Config, obs observer, routes *routeTable, budget *answer
 func withCleanPaths(errs *errorWriter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isAliasEncoding(r.URL) || !isCleanPath(r.URL.EscapedPath()) {
-			errs.write(w, r, users.NewError(connect.CodeNotFound, reasonNoRoute, "no route for %s: the path is not in its clean form", r.URL.EscapedPath()))
+			errs.write(w, r, users.NewError(connect.CodeNotFound, apierror.ReasonNoRoute, "no route for %s: the path is not in its clean form", r.URL.EscapedPath()))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -245,7 +246,7 @@ func answerMiss(known *http.ServeMux, errs *errorWriter) http.Handler {
 		if miss.status == http.StatusMethodNotAllowed {
 			allow := miss.header.Get("Allow")
 			w.Header().Set("Allow", allow)
-			errs.write(w, r, newHTTPError(http.StatusMethodNotAllowed, connect.CodeUnimplemented, reasonMethodNotAllowed,
+			errs.write(w, r, apierror.New(http.StatusMethodNotAllowed, connect.CodeUnimplemented, apierror.ReasonMethodNotAllowed,
 				"method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow))
 			return
 		}
@@ -255,10 +256,10 @@ func answerMiss(known *http.ServeMux, errs *errorWriter) http.Handler {
 				// server without the path would; connect's error writer sends unimplemented as 501.
 				w = &statusAs{ResponseWriter: w, from: http.StatusNotImplemented, to: http.StatusNotFound}
 			}
-			errs.write(w, r, users.NewError(connect.CodeUnimplemented, reasonNoProcedure, "no procedure %s", r.URL.Path))
+			errs.write(w, r, users.NewError(connect.CodeUnimplemented, apierror.ReasonNoProcedure, "no procedure %s", r.URL.Path))
 			return
 		}
-		errs.write(w, r, users.NewError(connect.CodeNotFound, reasonNoRoute, "no route for %s", r.URL.Path))
+		errs.write(w, r, users.NewError(connect.CodeNotFound, apierror.ReasonNoRoute, "no route for %s", r.URL.Path))
 	})
 }
 

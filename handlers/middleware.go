@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"time"
+	"usersd/handlers/apierror"
 	"usersd/users"
 
 	"connectrpc.com/connect"
@@ -226,7 +227,7 @@ func (b unreadableBodyIsInvalid) Read(p []byte) (int, error) {
 		// A connect error, for connect's own reading of the body passes it on as it is; with the
 		// details the service's errors carry.
 		invalid := users.InvalidField("body", "the request body could not be read: %v", err)
-		err = withDetails(connect.NewError(connect.CodeInvalidArgument, invalid), invalid)
+		err = apierror.WithDetails(connect.NewError(connect.CodeInvalidArgument, invalid), invalid)
 	}
 	return n, err
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/handlers/apierror"
 	"usersd/internal/apitest"
 )
 
@@ -54,7 +55,7 @@ func TestConnectsOwnErrorsCarryTheirReason(t *testing.T) {
 			if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
 				t.Fatalf("%v, want invalid_argument", err)
 			}
-			wantDetails(t, p.Name, ce, "INVALID_FIELD", map[string]string{"field": protocolErrorField})
+			wantDetails(t, p.Name, ce, "INVALID_FIELD", map[string]string{"field": apierror.ProtocolField})
 		})
 	}
 }

@@ -69,6 +69,13 @@ func requestID(ctx context.Context) string {
 	return ""
 }
 
+// answeredByConnect reports whether connect-go answered r's call by itself, before it reached the
+// service: no code was recorded for it (see recordRPCCode).
+func answeredByConnect(r *http.Request) bool {
+	info := infoOf(r.Context())
+	return info != nil && !info.hasRPCCode
+}
+
 // recordRPCCode keeps the code that an RPC ended with: the code interceptor records it for what an
 // RPC's method returns, and the error writer for what is refused before a method runs.
 func recordRPCCode(ctx context.Context, code connect.Code) {

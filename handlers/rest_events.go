@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 
 	usersv1 "usersd/gen/users/v1"
+	"usersd/handlers/apierror"
 	"usersd/handlers/codec"
 	"usersd/users"
 )
@@ -47,7 +48,7 @@ func watchUsersREST(service *users.Service, errs *errorWriter) http.Handler {
 			errs.write(w, r, err)
 		case err != nil && r.Context().Err() == nil:
 			// The status is sent: the error goes in the stream, as an event of its own.
-			stream.sendError(publicError(r.Context(), errs.logger, err))
+			stream.sendError(apierror.Public(r.Context(), errs.logger, err))
 		}
 	})
 }
@@ -127,7 +128,7 @@ func (s *eventStream) Send(batch []*usersv1.UserEvent) error {
 func (s *eventStream) sendError(err *connect.Error) {
 	s.buf.Reset()
 	s.buf.WriteString("event: error\ndata: ")
-	s.buf.Write(errorBodyOf(err))
+	s.buf.Write(apierror.RESTBody(err))
 	s.buf.WriteString("\n\n")
 	s.write() // the stream ends either way
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"usersd/handlers/apierror"
 	"usersd/handlers/codec"
 	"usersd/handlers/restbody"
 	"usersd/handlers/webhookrest"
@@ -43,15 +44,15 @@ func readBody(r *http.Request, accepted ...string) ([]byte, error) {
 	header := headerValue(r.Header, "Content-Type")
 	mediaType, params, err := mime.ParseMediaType(header)
 	if err != nil || !slices.Contains(accepted, mediaType) {
-		return nil, unsupportedMediaType("Content-Type must be %s, got %q", strings.Join(accepted, " or "), header)
+		return nil, apierror.UnsupportedMediaType("Content-Type must be %s, got %q", strings.Join(accepted, " or "), header)
 	}
 	if charset, ok := params["charset"]; ok && !strings.EqualFold(charset, "utf-8") {
-		return nil, unsupportedMediaType("JSON must be UTF-8, got charset %q", charset)
+		return nil, apierror.UnsupportedMediaType("JSON must be UTF-8, got charset %q", charset)
 	}
 	body, err := io.ReadAll(r.Body)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return nil, newHTTPError(http.StatusRequestEntityTooLarge, connect.CodeResourceExhausted, reasonBodyTooLarge, "the body is larger than %d bytes", tooLarge.Limit)
+		return nil, apierror.New(http.StatusRequestEntityTooLarge, connect.CodeResourceExhausted, apierror.ReasonBodyTooLarge, "the body is larger than %d bytes", tooLarge.Limit)
 	}
 	if err != nil {
 		return nil, err // invalid_argument, from withBodyLimit's reader

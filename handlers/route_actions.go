@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+
+	"usersd/handlers/apierror"
 )
 
 // customMethod splits a pattern whose last segment is "{name}:verb" into the pattern ServeMux
@@ -129,7 +131,7 @@ func (t *routeTable) refusedCustomMethod(w http.ResponseWriter, r *http.Request,
 		return false
 	}
 	w.Header().Set("Allow", c.method)
-	t.errs.write(w, r, newHTTPError(http.StatusMethodNotAllowed, connect.CodeUnimplemented, reasonMethodNotAllowed,
+	t.errs.write(w, r, apierror.New(http.StatusMethodNotAllowed, connect.CodeUnimplemented, apierror.ReasonMethodNotAllowed,
 		"method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, c.method))
 	return true
 }

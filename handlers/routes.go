@@ -15,6 +15,7 @@ import (
 	"usersd/auth"
 	usersv1 "usersd/gen/users/v1"
 	"usersd/gen/users/v1/usersv1connect"
+	"usersd/handlers/apierror"
 	"usersd/handlers/boundedgzip"
 	"usersd/handlers/codec"
 	"usersd/handlers/health"
@@ -40,7 +41,7 @@ func addRoutes(routes *routeTable, d deps) error {
 		// gRPC clients offer gzip on every call; compressing a user of a few hundred bytes costs more
 		// CPU than the bytes it saves, so only answers of a page or more are compressed.
 		connect.WithCompressMinBytes(compressMinBytes),
-		connect.WithInterceptors(recordCodes{}, sanitizeErrors{d.Logger}),
+		connect.WithInterceptors(recordCodes{}, apierror.Sanitize{Logger: d.Logger}),
 	}
 
 	// RPC: gRPC, gRPC-Web and Connect on one handler. Every method that is not marked

@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"usersd/handlers/apierror"
 	"usersd/handlers/watchslots"
 )
 
@@ -22,7 +23,7 @@ func limitWatches(slots *watchslots.Slots, errs *errorWriter, h http.Handler) ht
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		release, err := slots.Take(r)
 		if err != nil {
-			errs.write(w, r, newHTTPError(http.StatusTooManyRequests, connect.CodeResourceExhausted, reasonTooManyWatchers, "%s", err))
+			errs.write(w, r, apierror.New(http.StatusTooManyRequests, connect.CodeResourceExhausted, apierror.ReasonTooManyWatchers, "%s", err))
 			return
 		}
 		defer release()

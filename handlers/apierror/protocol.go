@@ -6,7 +6,7 @@
 // status. An error that already carries an ErrorInfo is left as it is, and so is every error of a
 // call that reached the interceptors (the code interceptor recorded its code): those are the
 // service's errors, which have their details, or a handler's *connect.Error, which passes as made.
-package handlers
+package apierror
 
 import (
 	"bytes"
@@ -28,22 +28,26 @@ import (
 	"usersd/users"
 )
 
-// protocolErrorField is the field that a bad input of the protocol itself names: connect-go says
+// ProtocolField is the field that a bad input of the protocol itself names: connect-go says
 // what is wrong with the request (its message, its encoding, a header of the protocol), not which
 // field of it.
-const protocolErrorField = "request"
+const ProtocolField = "request"
 
-// withProtocolErrorDetails gives the errors of the RPCs that connect-go answers by itself the details
-// of every other error (see withDetails).
-func withProtocolErrorDetails(routes *routeTable, next http.Handler) http.Handler {
+// WithProtocolDetails gives the errors of the RPCs that connect-go answers by itself the details
+// of every other error (see WithDetails). isRPC says which requests are RPCs; answeredByConnect,
+// asked once the call is over, whether connect-go answered it without reaching the service (whose
+// errors have their details already).
+func WithProtocolDetails(isRPC, answeredByConnect func(*http.Request) bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !routes.isRPC(r) {
+		if !isRPC(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		info := infoOf(r.Context())
-		byConnect := func() bool { return info != nil && !info.hasRPCCode }
-		contentType := headerValue(r.Header, "Content-Type")
+		byConnect := func() bool { return answeredByConnect(r) }
+		var contentType string
+		if v := r.Header["Content-Type"]; len(v) > 0 {
+			contentType = v[0]
+		}
 		switch {
 		case strings.HasPrefix(contentType, "application/grpc-web"):
 			next.ServeHTTP(&grpcWebStatusWriter{ResponseWriter: w, byConnect: byConnect}, r)
@@ -62,14 +66,14 @@ func withProtocolErrorDetails(routes *routeTable, next http.Handler) http.Handle
 	})
 }
 
-// errorDetailsFor are the details that withDetails would give an error of code with message that
+// errorDetailsFor are the details that WithDetails would give an error of code with message that
 // names nothing of its own.
 func errorDetailsFor(code connect.Code, message string) []proto.Message {
-	details := []proto.Message{&errdetails.ErrorInfo{Reason: string(protocolReason(code)), Domain: errorDomain}}
+	details := []proto.Message{&errdetails.ErrorInfo{Reason: string(protocolReason(code)), Domain: Domain}}
 	if code == connect.CodeInvalidArgument {
-		details[0].(*errdetails.ErrorInfo).Metadata = map[string]string{"field": protocolErrorField}
+		details[0].(*errdetails.ErrorInfo).Metadata = map[string]string{"field": ProtocolField}
 		details = append(details, &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
-			{Field: protocolErrorField, Description: message},
+			{Field: ProtocolField, Description: message},
 		}})
 	}
 	return details

@@ -2,7 +2,7 @@
 // reason (AIP-193), and for a bad input a google.rpc.BadRequest naming the field. RPC clients read
 // them from the error's details; REST clients from the error body, which holds the same facts
 // ("reason", "metadata", "fieldViolations") beside "error".
-package handlers
+package apierror
 
 import (
 	"errors"
@@ -15,14 +15,14 @@ import (
 	"usersd/users"
 )
 
-// errorDomain is ErrorInfo.domain of every error usersd answers: the reasons are its own.
-const errorDomain = "usersd"
+// Domain is ErrorInfo.domain of every error usersd answers: the reasons are its own.
+const Domain = "usersd"
 
-// withDetails adds to ce, the public form of err, the ErrorInfo of its reason and, for a bad input,
+// WithDetails adds to ce, the public form of err, the ErrorInfo of its reason and, for a bad input,
 // the BadRequest naming the field; err is what the service returned, which holds the reason.
-func withDetails(ce *connect.Error, err error) *connect.Error {
+func WithDetails(ce *connect.Error, err error) *connect.Error {
 	reason, metadata, field := users.CodeReason(ce.Code()), map[string]string(nil), ""
-	var he *httpError
+	var he *HTTPError
 	var ue *users.Error
 	switch {
 	case errors.As(err, &he):
@@ -35,7 +35,7 @@ func withDetails(ce *connect.Error, err error) *connect.Error {
 	case errors.As(err, &ue) && ue.Code() == ce.Code():
 		reason, metadata, field = ue.Reason(), ue.Metadata(), ue.Field()
 	}
-	addDetail(ce, &errdetails.ErrorInfo{Reason: string(reason), Domain: errorDomain, Metadata: metadata})
+	addDetail(ce, &errdetails.ErrorInfo{Reason: string(reason), Domain: Domain, Metadata: metadata})
 	if ce.Code() == connect.CodeInvalidArgument && field != "" { // every bad input of ours names one
 		addDetail(ce, &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
 			{Field: field, Description: ce.Message()},
@@ -65,9 +65,9 @@ type restFieldViolation struct {
 	Description string `json:"description"`
 }
 
-// errorBodyOf is the REST error body of ce, from its message and the details withDetails added; an
+// RESTBody is the REST error body of ce, from its message and the details WithDetails added; an
 // error without an ErrorInfo has its code's reason.
-func errorBodyOf(ce *connect.Error) []byte {
+func RESTBody(ce *connect.Error) []byte {
 	body := restErrorBody{Error: ce.Message(), Reason: string(users.CodeReason(ce.Code()))}
 	for _, d := range ce.Details() {
 		switch v, _ := d.Value(); v := v.(type) {
