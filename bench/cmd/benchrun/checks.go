@@ -95,12 +95,6 @@ func checkGRPCUser(_ *runner, addr string) error {
 	return sameUser(jsonUser{ID: got.GetId(), Name: got.GetName(), Role: got.GetRole(), CreatedAt: got.GetCreatedAt().AsTime()}, fixture.All(grpcUserID)[grpcUserID-1])
 }
 
-// checkUsersd: usersd answers its health check.
-func checkUsersd(_ *runner, addr string) error {
-	_, _, err := fetch("GET", "http://"+addr+"/health", "", nil)
-	return err
-}
-
 // listWant is what a list query must answer: X-Total-Count, how many users on the page, and,
 // when known, their ids in order.
 type listWant struct {

@@ -68,7 +68,7 @@ func WithDatabase(serverURL, name string) (string, error) {
 		return "", fmt.Errorf("PostgreSQL URL: %w", err)
 	}
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
-		return "", fmt.Errorf("PostgreSQL URL %q: want postgres://...", u.Redacted())
+		return "", fmt.Errorf("PostgreSQL URL %q: want a postgres:// URL", u.Redacted())
 	}
 	u.Path = "/" + name
 	return u.String(), nil
