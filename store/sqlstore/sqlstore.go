@@ -48,6 +48,8 @@ type Store struct {
 	file *fileGuard
 	// notices wakes the readers of the change log when a change may have been added (events.go).
 	notices notices
+	// webhookTrims says when a subscription's history of attempts is trimmed (webhook_trims.go).
+	webhookTrims webhookTrims
 	// logger tells of trouble in the store's background work.
 	logger *slog.Logger
 	// direct is the URL that bypasses the pooler the store's URL goes through (see WithDirect);

@@ -17,7 +17,8 @@ var _ store.Webhooks = (*Store)(nil)
 const webhookColumns = `id, url, types, role, enabled, disabled_reason, secret, previous_secret,
 	previous_secret_until, delivered, failed_attempts, failing_since, next_attempt, generation, replays, created_at, updated_at`
 
-// recentDeliveries is how many attempts of each subscription are kept.
+// recentDeliveries is how many attempts of each subscription are kept: WebhookDeliveries answers
+// no more, and older ones are dropped (see trimEvery).
 const recentDeliveries = 100
 
 func scanWebhook(row scanner) (store.Webhook, error) {
@@ -163,6 +164,7 @@ func (s *Store) DeleteWebhook(ctx context.Context, id int32) (err error) {
 	if n, err := res.RowsAffected(); err == nil && n == 0 {
 		return store.ErrNotFound
 	}
+	s.webhookTrims.forget(id)
 	return nil
 }
 
@@ -204,7 +206,7 @@ func (s *Store) ReplayWebhook(ctx context.Context, id int32, after int64) (_ sto
 func (s *Store) WebhookDeliveries(ctx context.Context, id int32, limit int) (_ []store.WebhookAttempt, err error) {
 	defer s.classify(ctx, &err)
 	rows, err := s.writer.QueryContext(ctx, `SELECT sequence, status, latency_us, error, at, next_attempt
-		FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY attempt DESC LIMIT $2`, id, limit)
+		FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY attempt DESC LIMIT $2`, id, min(limit, recentDeliveries))
 	if err != nil {
 		return nil, fmt.Errorf("list webhook deliveries: %w", err)
 	}
@@ -286,6 +288,7 @@ func (s *Store) ReleaseWebhooks(ctx context.Context, owner string) (err error) {
 // still held's.
 func (s *Store) RecordWebhookAttempt(ctx context.Context, owner string, held store.Webhook, a store.WebhookAttempt, o store.WebhookOutcome) (_ store.Webhook, err error) {
 	var w store.Webhook
+	trim := o.Record && s.webhookTrims.due(held.ID) // decided once, however often the write is tried
 	// A deliverer waits for its record before its next attempt, so that a kill resends at most the
 	// change under way: the records of many subscriptions (and the users' writes) share commits.
 	err = s.write(ctx, 0, func(ctx context.Context, tx writeTx) error {
@@ -318,7 +321,7 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, owner string, held sto
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (webhook_id, sequence, status, latency_us, error, at, next_attempt)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)`, held.ID, a.Sequence, a.Status, a.Latency.Microseconds(), a.Error,
-			micros(a.At), microsOrZero(a.NextAttempt)); err != nil {
+			micros(a.At), microsOrZero(a.NextAttempt)); err != nil || !trim {
 			return err
 		}
 		// Only the most recent attempts are kept: what is older than the recentDeliveries-th goes.
