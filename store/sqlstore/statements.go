@@ -1,4 +1,5 @@
-// The writer's prepared statements on SQLite: a write's statements are prepared once and kept.
+// The writer's prepared statements on SQLite: the statements of writes, and of the reads repeated on
+// the writer, are prepared once and kept.
 package sqlstore
 
 import (
@@ -46,6 +47,17 @@ func (t writeTx) ExecContext(ctx context.Context, query string, args ...any) (sq
 		return t.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	}
 	return t.Tx.ExecContext(ctx, query, args...)
+}
+
+// queryRowOnWriter runs a read on the writer connection, on a kept statement when there is one, so
+// that a read repeated often there is parsed once: a deliverer reads its subscription after every
+// page of the log. A statement not kept yet is prepared in the background.
+func (s *Store) queryRowOnWriter(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := s.kept.find(query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	defer s.kept.prepareMissingLater()
+	return s.writer.QueryRowContext(ctx, query, args...)
 }
 
 // keptStatements are the statements prepared on the writer, by their text, and the statements that

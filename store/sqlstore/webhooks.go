@@ -109,7 +109,7 @@ func (s *Store) ListWebhooks(ctx context.Context) (_ []store.Webhook, err error)
 // GetWebhook returns a subscription, read on the primary: a subscription is read to be changed.
 func (s *Store) GetWebhook(ctx context.Context, id int32) (_ store.Webhook, err error) {
 	defer s.classify(ctx, &err)
-	return scanWebhook(s.writer.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE id = $1`, id))
+	return scanWebhook(s.queryRowOnWriter(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE id = $1`, id))
 }
 
 // UpdateWebhook sets what changes names, and moves the generation on.
