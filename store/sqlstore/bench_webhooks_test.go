@@ -10,7 +10,7 @@ import (
 
 // BenchmarkRecordWebhookAttempt records one delivered attempt after another for one subscription,
 // each committed durably, as its deliverer does after every POST: what a delivery costs the store.
-// Its history holds far more attempts than are kept, so every record also drops the oldest.
+// Its history holds far more attempts than are kept, so every trim of it drops some.
 //
 //	go test ./store/sqlstore -run '^$' -bench RecordWebhookAttempt -cpu 1 -count 6
 func BenchmarkRecordWebhookAttempt(b *testing.B) {
@@ -30,7 +30,7 @@ func BenchmarkRecordWebhookAttempt(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	for range 300 { // more than the kept history, so that every record in the loop trims it
+	for range 300 { // more than the kept history, so that every trim in the loop drops rows
 		record()
 	}
 	b.ReportAllocs()

@@ -5,33 +5,42 @@ import "sync"
 // trimEvery is how many attempts of a subscription this process records between two trims of its
 // history. Finding the attempts beyond the newest recentDeliveries walks that many index entries,
 // a large part of what a record costs when it is done on every record; done on every trimEvery-th,
-// it drops the same rows for a fraction of that (docs/PERFORMANCE.md#webhook-fan-out). Between
-// trims the table holds up to trimEvery-1 more attempts of a subscription for each process that
-// delivered it since, which WebhookDeliveries never answers.
+// it drops the same rows for a fraction of that (docs/PERFORMANCE.md#device-webhook-records).
 const trimEvery = 32
 
-// webhookTrims counts, per subscription, the attempts this process has recorded since it last
-// trimmed that subscription's history. It lives in memory: after a restart, or on another replica,
-// the count starts again, which only delays a trim.
+// webhookTrims says, per subscription, when this process trims its history of attempts: at the
+// first record the process makes of it, then at every trimEvery-th. The count lives in memory, so
+// the first record after a start trims what an earlier process (or another replica) left; and a
+// trim whose write failed is due again at the next record. So the history holds at most
+// trimEvery-1 attempts more than recentDeliveries for each process that delivered the subscription
+// since its last trim, which WebhookDeliveries never answers.
 type webhookTrims struct {
 	mu    sync.Mutex
-	since map[int32]int
+	since map[int32]int // records since the last trim, by subscription; absent: none made yet
 }
 
-// due counts one more recorded attempt of the subscription, and reports whether its history is
-// to be trimmed with it.
+// due counts one more record of the subscription, and reports whether it trims the history.
 func (t *webhookTrims) due(id int32) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.since == nil {
 		t.since = map[int32]int{}
 	}
-	t.since[id]++
-	if t.since[id] < trimEvery {
-		return false
+	n, seen := t.since[id]
+	if !seen || n+1 >= trimEvery {
+		t.since[id] = 0
+		return true
 	}
+	t.since[id] = n + 1
+	return false
+}
+
+// failed says that the record due to trim the subscription's history was not written: the next
+// one trims instead.
+func (t *webhookTrims) failed(id int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	delete(t.since, id)
-	return true
 }
 
 // forget drops the count of a deleted subscription.

@@ -330,6 +330,9 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, owner string, held sto
 			held.ID, recentDeliveries)
 		return err
 	})
+	if err != nil && trim {
+		s.webhookTrims.failed(held.ID)
+	}
 	if err != nil && !errors.Is(err, store.ErrLeaseLost) {
 		return store.Webhook{}, fmt.Errorf("record webhook attempt: %w", err)
 	}
