@@ -72,6 +72,9 @@ type keptStatements struct {
 	kept            map[string]*sql.Stmt
 	missing, failed map[string]bool
 	closed          bool
+	// preparing is set while prepareMissingLater's goroutine runs: one at a time waits for the
+	// writer, however many reads and writes ask for it meanwhile.
+	preparing bool
 }
 
 func newKeptStatements(db *sql.DB) *keptStatements {
@@ -139,10 +142,18 @@ func (k *keptStatements) prepareMissingLater() {
 		return
 	}
 	k.mu.Lock()
-	pending := len(k.missing) > 0
+	start := len(k.missing) > 0 && !k.preparing
+	if start {
+		k.preparing = true
+	}
 	k.mu.Unlock()
-	if pending {
-		go k.prepareMissing()
+	if start {
+		go func() {
+			k.prepareMissing()
+			k.mu.Lock()
+			k.preparing = false
+			k.mu.Unlock()
+		}()
 	}
 }
 
