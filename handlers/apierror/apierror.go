@@ -3,8 +3,8 @@
 // and body, the details every error carries (an ErrorInfo with its reason and, for a bad input, a
 // BadRequest naming the field), and the same details on the errors that connect-go answers by
 // itself. The service's errors (*users.Error) carry an RPC code and, where codes are shared, a
-// reason; the errors of HTTP itself (*HTTPError) carry their own status. Which protocol a request
-// speaks, and writing the answer, are package handlers'.
+// reason; the errors of HTTP itself (*HTTPError) carry their own status. Which requests are RPCs,
+// and whether an error is answered as REST JSON, an RPC error or SCIM's, are package handlers'.
 package apierror
 
 import (

@@ -29,6 +29,7 @@ var rules = []struct{ prefix, layer string }{
 	{"usersd/handlers.withConnectGETChecks", "usersd: path and protocol checks"},
 	{"usersd/handlers.withCleanPaths", "usersd: path and protocol checks"},
 	{"usersd/handlers/apierror.WithProtocolDetails", "usersd: path and protocol checks"},
+	{"usersd/handlers.answeredByConnect", "usersd: path and protocol checks"},
 	{"usersd/auth.(*Limiter)", "usersd: rate limit"},
 	{"golang.org/x/time/rate", "usersd: rate limit"},
 	{"usersd/handlers.setRateHeaders", "usersd: rate limit"},
