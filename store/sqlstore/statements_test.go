@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"usersd/store"
@@ -14,15 +13,7 @@ import (
 // what writes change afterwards.
 func TestAReadRepeatedOnTheWriterIsPreparedOnce(t *testing.T) {
 	ctx := context.Background()
-	st, err := Open(ctx, filepath.Join(t.TempDir(), "users.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	hook, err := st.CreateWebhook(ctx, store.Webhook{URL: "https://hooks.example.com/a", Enabled: true, Secret: "whsec_test"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, hook := openWithWebhook(t)
 	if _, err := st.GetWebhook(ctx, hook.ID); err != nil {
 		t.Fatal(err)
 	}

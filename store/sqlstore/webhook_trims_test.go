@@ -84,19 +84,27 @@ func TestTheHistoryOfAttemptsStaysBounded(t *testing.T) {
 	}
 }
 
+// openWithWebhook opens a store on a new SQLite file holding one subscription, closed at the end of
+// the test.
+func openWithWebhook(t *testing.T) (*Store, store.Webhook) {
+	t.Helper()
+	st, err := Open(context.Background(), filepath.Join(t.TempDir(), "users.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	hook, err := st.CreateWebhook(context.Background(), store.Webhook{URL: "https://hooks.example.com/a", Enabled: true, Secret: "whsec_test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, hook
+}
+
 // TestATrimThatWasNotWrittenIsDueAgain: when the record that was to trim fails (here its lease is
 // lost), the next record trims instead of waiting trimEvery more.
 func TestATrimThatWasNotWrittenIsDueAgain(t *testing.T) {
 	ctx := context.Background()
-	st, err := Open(ctx, filepath.Join(t.TempDir(), "users.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	hook, err := st.CreateWebhook(ctx, store.Webhook{URL: "https://hooks.example.com/usersd", Enabled: true, Secret: "whsec_test"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, hook := openWithWebhook(t)
 	leased, err := st.LeaseWebhooks(ctx, "a", time.Minute)
 	if err != nil || len(leased) != 1 {
 		t.Fatalf("lease: %v, %d held", err, len(leased))
