@@ -28,6 +28,7 @@ type sharedReads struct {
 	mu     sync.Mutex
 	round  uint64
 	pages  map[int64]sharedPage // by the position they were read after, in this round
+	now    func() time.Time     // the clock pages age by: time.Now but in tests
 }
 
 // sharedPage is a page of the log and when the read of it began.
@@ -37,7 +38,7 @@ type sharedPage struct {
 }
 
 func newSharedReads(ctx context.Context, log store.ChangeLog) *sharedReads {
-	return &sharedReads{ctx: ctx, store: log, pages: map[int64]sharedPage{}}
+	return &sharedReads{ctx: ctx, store: log, pages: map[int64]sharedPage{}, now: time.Now}
 }
 
 // newRound forgets every page read so far: a change may have been logged after them.
@@ -54,14 +55,14 @@ func (r *sharedReads) newRound() {
 func (r *sharedReads) read(ctx context.Context, after int64) (store.UserEvents, error) {
 	r.mu.Lock()
 	round := r.round
-	if p, ok := r.pages[after]; ok && time.Since(p.read) < sharedPageFor {
+	if p, ok := r.pages[after]; ok && r.now().Sub(p.read) < sharedPageFor {
 		r.mu.Unlock()
 		return p.page, nil
 	}
 	r.mu.Unlock()
 	key := strconv.FormatUint(round, 10) + ":" + strconv.FormatInt(after, 10)
 	result := r.flight.DoChan(key, func() (any, error) {
-		began := time.Now()
+		began := r.now()
 		page, err := r.store.UserEvents(r.ctx, after, eventsPerRead)
 		if err == nil {
 			r.mu.Lock()
@@ -69,7 +70,7 @@ func (r *sharedReads) read(ctx context.Context, after int64) (store.UserEvents, 
 				// Notices may not come for a long while (another replica's can be lost): what no
 				// read may take any more goes, so that the pages kept are those of the last moments.
 				for at, p := range r.pages {
-					if time.Since(p.read) >= sharedPageFor {
+					if r.now().Sub(p.read) >= sharedPageFor {
 						delete(r.pages, at)
 					}
 				}
