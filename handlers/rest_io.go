@@ -9,15 +9,16 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"usersd/handlers/apierror"
 	"usersd/handlers/codec"
 	"usersd/handlers/restbody"
 	"usersd/handlers/webhookrest"
 	"usersd/users"
-
-	"connectrpc.com/connect"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // restFunc is a REST handler that returns its error instead of writing it, so that every error goes

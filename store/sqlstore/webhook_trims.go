@@ -35,15 +35,8 @@ func (t *webhookTrims) due(id int32) bool {
 	return false
 }
 
-// failed says that the record due to trim the subscription's history was not written: the next
-// one trims instead.
-func (t *webhookTrims) failed(id int32) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.since, id)
-}
-
-// forget drops the count of a deleted subscription.
+// forget drops the subscription's count: it was deleted, or the record due to trim its history was
+// not written, and then the next record trims instead, as a process's first one does.
 func (t *webhookTrims) forget(id int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -331,7 +331,7 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, owner string, held sto
 		return err
 	})
 	if err != nil && trim {
-		s.webhookTrims.failed(held.ID)
+		s.webhookTrims.forget(held.ID)
 	}
 	if err != nil && !errors.Is(err, store.ErrLeaseLost) {
 		return store.Webhook{}, fmt.Errorf("record webhook attempt: %w", err)
